@@ -1,0 +1,66 @@
+"""What callers hand the engine and what it hands back: plain dataclasses, no tensors."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class EngineInputError(ValueError):
+    """Bad request input; `code` is a stable machine-readable reason."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class SamplingParams:
+    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling. Defaults: generation_config.json."""
+    do_sample: bool = True
+    temperature: float = 0.9
+    top_k: int = 50
+    top_p: float = 1.0
+    repetition_penalty: float = 1.05
+    subtalker_do_sample: bool = True
+    subtalker_temperature: float = 0.9
+    subtalker_top_k: int = 50
+    subtalker_top_p: float = 1.0
+    seed: int | None = None
+
+    @classmethod
+    def greedy(cls, **kw) -> "SamplingParams":
+        return cls(do_sample=False, subtalker_do_sample=False, **kw)
+
+
+@dataclass
+class VoiceRef:
+    """A voice-clone reference (Base models). `audio` is mono float32 at `sample_rate`."""
+    audio: np.ndarray
+    sample_rate: int
+    text: str | None = None          # transcript: ICL mode; None with x_vector_only
+    x_vector_only: bool = False
+
+
+@dataclass
+class SynthesisRequest:
+    text: str = ""
+    voice: str | None = None          # CustomVoice speaker, or a registered clone voice name
+    language: str = "auto"
+    instruct: str | None = None
+    ref: VoiceRef | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_frames: int | None = None     # at most this many frames; None: budget scaled to the text length
+    ignore_eos: bool = False          # benchmarks: never stop on EOS
+    text_complete: bool = True        # False: more text follows through append_text(); close_text() ends it
+    non_streaming_text: bool = False  # whole text in the prompt (needs text_complete)
+    chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # audio chunk sizes in frames; the last one repeats
+
+
+@dataclass
+class AudioChunk:
+    """One piece of a request's audio: float32 PCM at 24 kHz, and the codec frames behind it."""
+    pcm: np.ndarray
+    codes: np.ndarray                 # int64 (frames, 16)
+    frame_offset: int
+    sample_offset: int
+    final: bool = False
+    finish_reason: str | None = None  # on the final chunk: eos | max_frames | length | cancelled
