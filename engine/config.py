@@ -57,10 +57,13 @@ class TTSConfig:
     @classmethod
     def load(cls, model_dir: str | Path) -> "TTSConfig":
         d = Path(model_dir)
-        cfg = json.loads((d / "config.json").read_text())
-        codec = json.loads((d / "speech_tokenizer" / "config.json").read_text())
         gen_path = d / "generation_config.json"
-        gen = json.loads(gen_path.read_text()) if gen_path.exists() else {}
+        return cls.from_dicts(json.loads((d / "config.json").read_text()),
+                              json.loads((d / "speech_tokenizer" / "config.json").read_text()),
+                              json.loads(gen_path.read_text()) if gen_path.exists() else {})
+
+    @classmethod
+    def from_dicts(cls, cfg: dict, codec: dict, gen: dict) -> "TTSConfig":
         t = cfg["talker_config"]
         return cls(
             model_type=cfg["tts_model_type"], model_size=cfg["tts_model_size"],

@@ -44,9 +44,9 @@ def tiny_codec_config() -> dict:
 def seed_weights(module: torch.nn.Module, seed: int) -> None:
     """Draw every float parameter and buffer from `seed`, scaled so activations stay O(1)."""
     g = torch.Generator().manual_seed(seed)
-    tensors = list(module.named_parameters()) + list(module.named_buffers())
-    for name, p in sorted(tensors, key=lambda kv: kv[0]):
-        if not p.is_floating_point() or name.endswith("inv_freq"):
+    # the checkpoint's tensors only (parameters and persistent buffers), in name order
+    for name, p in sorted(module.state_dict(keep_vars=True).items()):
+        if not p.is_floating_point():
             continue
         leaf = name.rsplit(".", 1)[-1]
         r = torch.randn(p.shape, generator=g, dtype=torch.float32)

@@ -1,0 +1,141 @@
+"""The engine: one thread owns the model and runs every step for all active streams.
+
+Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
+handles that receive AudioChunks; they never touch tensors."""
+import queue
+import secrets
+import threading
+import traceback
+
+from .handle import RequestHandle
+from .model import LoadedModel, load_model
+from .request import EngineInputError, SynthesisRequest, VoiceRef
+from .runner import ModelRunner
+from .scheduler import Scheduler
+from .sequence import Sequence, Status
+from .steps import StepLoop
+from .validate import Validator
+from .voices import VoiceCache
+
+
+class Engine:
+    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_blocks: int | None = None,
+                 block_size: int = 16, max_prefill_tokens: int = 8192, max_text_chars: int = 5000):
+        self.model = model
+        kv_blocks = kv_blocks or max_seqs * 256
+        self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size)
+        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, self.runner.kv)
+        self.voices = VoiceCache(model)
+        self.validator = Validator(model, self.voices, max_text_chars)
+        self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.seqs: dict[int, Sequence] = {}
+        self._next_id = 0
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self.errors = 0
+
+    @classmethod
+    def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
+             **kwargs) -> "Engine":
+        return cls(load_model(model=model, dummy=dummy, device=device, dtype=dtype, seed=seed), **kwargs)
+
+    @property
+    def info(self) -> dict:
+        return self.model.info
+
+    @property
+    def num_active(self) -> int:
+        return self.scheduler.num_active
+
+    def stats(self) -> dict:
+        return dict(active=self.num_active, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
+                    frames=self.loop.frames_total, errors=self.errors)
+
+    # caller side (any thread) -------------------------------------------------------------------------------
+    def submit(self, request: SynthesisRequest) -> RequestHandle:
+        self.validator.check(request)
+        self._next_id += 1
+        seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        handle = RequestHandle(self, self._next_id)
+        self.inbox.put(("add", Sequence(self._next_id, request, handle, seed)))
+        return handle
+
+    def append_text(self, seq_id: int, text: str) -> None:
+        self.inbox.put(("append", seq_id, text))
+
+    def close_text(self, seq_id: int) -> None:
+        self.inbox.put(("close", seq_id))
+
+    def cancel(self, seq_id: int) -> None:
+        self.inbox.put(("cancel", seq_id))
+
+    def register_voice(self, name: str, ref: VoiceRef):
+        """Computes the clone conditioning once on the engine thread; returns a concurrent Future."""
+        return self.voices.register(name, ref, self.inbox)
+
+    def delete_voice(self, name: str) -> bool:
+        return self.voices.delete(name)
+
+    def start(self) -> "Engine":
+        self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._stop = True
+        self.inbox.put(("wake",))
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    # engine thread --------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop:
+            self._drain(block=not self.scheduler.has_work())
+            if self._stop:
+                break
+            try:
+                self.loop.step()
+            except Exception as exc:          # a failed step ends the streams in it, never the engine
+                self.errors += 1
+                traceback.print_exc()
+                for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
+                    self._fail(seq, exc)
+        for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
+            self._fail(seq, RuntimeError("engine shut down"))
+
+    def _drain(self, block: bool) -> None:
+        try:
+            cmd = self.inbox.get(timeout=0.5) if block else self.inbox.get_nowait()
+            while True:
+                self._apply(cmd)
+                cmd = self.inbox.get_nowait()
+        except queue.Empty:
+            pass
+
+    def _apply(self, cmd) -> None:
+        kind, *args = cmd
+        if kind == "add":
+            seq = args[0]
+            try:
+                self.loop.admit_request(seq, self.voices)
+                self.seqs[seq.id] = seq
+                self.scheduler.add(seq)
+            except EngineInputError as exc:
+                seq.handle.deliver(exc)
+        elif kind == "voice":
+            self.voices.compute(*args)
+        elif kind in ("append", "close", "cancel"):
+            seq = self.seqs.get(args[0])
+            if seq is None or seq.status is Status.FINISHED:
+                return
+            if kind == "cancel":
+                self.loop.end(seq, "cancelled")
+            else:
+                self.loop.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
+        for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
+            del self.seqs[seq_id]
+
+    def _fail(self, seq: Sequence, exc: Exception) -> None:
+        self.scheduler.finish(seq, "error")
+        seq.handle.deliver(exc)

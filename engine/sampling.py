@@ -1,0 +1,75 @@
+"""Batched sampling on the device, with per-row parameters and no host sync.
+
+Randomness comes from a counter-based hash of (seed, frame, codebook, token): a request draws the same
+numbers whichever batch it runs in, so seeded output does not depend on the other streams."""
+from dataclasses import dataclass
+
+import torch
+
+_M32 = 0xFFFFFFFF
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    # a 32-bit integer hash (bijective); products stay below 2**63 in int64
+    x = x ^ (x >> 16)
+    x = (x * 0x45D9F3B) & _M32
+    x = x ^ (x >> 16)
+    x = (x * 0x45D9F3B) & _M32
+    return x ^ (x >> 16)
+
+
+def uniform(seed: torch.Tensor, counter: torch.Tensor, codebook: int, vocab: int) -> torch.Tensor:
+    """[B] seeds, [B] counters -> [B, vocab] uniforms in (0, 1)."""
+    base = _mix((_mix(seed & _M32) + counter * 17 + codebook) & _M32)
+    token = torch.arange(vocab, device=seed.device)
+    bits = _mix((base[:, None] ^ (token[None] * 0x9E3779B1 & _M32)) & _M32)
+    return ((bits >> 8).float() + 0.5) / float(1 << 24)
+
+
+@dataclass
+class SamplingBatch:
+    """Per-row sampling parameters as device tensors ([B] each)."""
+    greedy: torch.Tensor       # bool
+    temperature: torch.Tensor  # float
+    top_k: torch.Tensor        # int64, <= 0 means off
+    top_p: torch.Tensor        # float
+    seed: torch.Tensor         # int64
+    counter: torch.Tensor      # int64, the frame index
+    all_greedy: bool           # known on the host when the batch is built
+
+    @classmethod
+    def build(cls, rows: list[tuple[bool, float, int, float, int, int]], device) -> "SamplingBatch":
+        greedy, temp, top_k, top_p, seed, counter = zip(*rows)
+        t = lambda v, dt: torch.tensor(v, dtype=dt, device=device)
+        return cls(t(greedy, torch.bool), t(temp, torch.float32), t(top_k, torch.int64), t(top_p, torch.float32),
+                   t(seed, torch.int64), t(counter, torch.int64), all(greedy))
+
+
+def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
+    """logits [B, V] float32 (already processed) -> token ids [B]."""
+    best = logits.argmax(-1)
+    if p.all_greedy:
+        return best
+    vocab = logits.shape[-1]
+    scaled = logits / p.temperature.clamp_min(1e-5)[:, None]
+    values, order = scaled.sort(-1, descending=True)
+    rank = torch.arange(vocab, device=logits.device)[None]
+    k = torch.where(p.top_k > 0, p.top_k, vocab)[:, None]
+    values = values.masked_fill(rank >= k, float("-inf"))
+    probs = values.softmax(-1)
+    before = probs.cumsum(-1) - probs                      # mass ranked above each token
+    probs = probs.masked_fill((before >= p.top_p[:, None]) & (rank > 0), 0.0)
+    u = uniform(p.seed, p.counter, codebook, vocab).gather(1, order)
+    choice = (probs / -torch.log(u)).argmax(-1)            # exponential race == a multinomial draw
+    return torch.where(p.greedy, best, order.gather(1, choice[:, None])[:, 0])
+
+
+def process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
+                          allow_eos: torch.Tensor, suppress: torch.Tensor, eos: int) -> torch.Tensor:
+    """Repetition penalty over generated codebook-0 ids, EOS gating, suppressed control ids (reference order)."""
+    pen = penalty[:, None]
+    penalized = torch.where(logits > 0, logits / pen, logits * pen)
+    logits = torch.where(seen, penalized, logits)
+    logits = logits.masked_fill(suppress[None], float("-inf"))
+    eos_col = logits[:, eos].masked_fill(~allow_eos, float("-inf"))
+    return torch.cat((logits[:, :eos], eos_col[:, None], logits[:, eos + 1:]), dim=1)

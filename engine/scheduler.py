@@ -1,0 +1,63 @@
+"""Continuous batching: which sequences prefill, predict, step the talker and decode audio this step."""
+from collections import deque
+from dataclasses import dataclass, field
+
+from .sequence import Sequence, Status
+
+
+@dataclass
+class Plan:
+    prefill: list[Sequence] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv):
+        self.max_seqs, self.max_prefill_tokens, self.kv = max_seqs, max_prefill_tokens, kv
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.free_slots = deque(range(max_seqs))
+
+    @property
+    def num_active(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def has_work(self) -> bool:
+        # a waiting sequence with no text yet, or a running one waiting for text, needs no step
+        return any(s.has_c0 or s.pending or s.text_ready() for s in self.running) or \
+            any(s.text_ids or s.closed for s in self.waiting)
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def admit(self, build_prompt) -> tuple[list[Sequence], list]:
+        """Waiting sequences whose prompt is ready, within the slot, KV and prefill-token budgets."""
+        seqs, prompts, tokens = [], [], 0
+        for seq in list(self.waiting):
+            if not self.free_slots:
+                break
+            prompt = build_prompt(seq)
+            if prompt is None:
+                continue
+            n = prompt.rows.shape[0]
+            if seqs and tokens + n > self.max_prefill_tokens or not self.kv.can_grow(seq, n + 1):
+                break
+            self.waiting.remove(seq)
+            seq.slot = self.free_slots.popleft()
+            seq.status = Status.RUNNING
+            self.running.append(seq)
+            seqs.append(seq)
+            prompts.append(prompt)
+            tokens += n
+        return seqs, prompts
+
+    def finish(self, seq: Sequence, reason: str) -> None:
+        if seq.status is Status.FINISHED:
+            return
+        if seq.status is Status.RUNNING:
+            self.running.remove(seq)
+            self.free_slots.append(seq.slot)
+        else:
+            self.waiting.remove(seq)
+        self.kv.release(seq)
+        seq.status = Status.FINISHED
+        seq.finish_reason = reason

@@ -1,0 +1,72 @@
+"""Per-request state on the host: text feed, frame progress, chunking, KV blocks and the state slot."""
+from enum import Enum, auto
+
+from .prompt import Voice
+from .request import SynthesisRequest
+
+
+class Status(Enum):
+    WAITING = auto()    # not prefilled yet (maybe waiting for text)
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+class Sequence:
+    def __init__(self, seq_id: int, request: SynthesisRequest, handle, seed: int):
+        self.id, self.request, self.handle, self.seed = seq_id, request, handle, seed
+        self.status = Status.WAITING
+        self.voice: Voice | None = None
+        self.language_id: int | None = None
+        self.instruct_ids: list[int] | None = None
+        self.text = request.text
+        self.closed = request.text_complete
+        self.role_ids: list[int] = []
+        self.text_ids: list[int] = []         # committed target-text ids
+        self.fed = 0                          # next index into feed
+        self.eos_fed = False
+        self.slot = -1
+        self.block_table: list[int] = []
+        self.num_tokens = 0                   # tokens in the talker KV cache
+        self.num_c0 = 0                       # codebook-0 ids sampled so far
+        self.has_c0 = False                   # a sampled c0 waits for the code predictor
+        self.frames = 0                       # completed frames
+        self.pending: list = []               # completed frames not yet decoded to audio (device rows [16])
+        self.chunks = 0
+        self.finish_reason: str | None = None
+
+    @property
+    def feed(self) -> list[int]:
+        ref = self.voice.ref_text_ids if self.voice and self.voice.ref_codes is not None else None
+        return (ref or []) + self.text_ids
+
+    @property
+    def max_frames(self) -> int:
+        if self.request.max_frames is not None:
+            return self.request.max_frames
+        # runaway guard: about twice a slow speaking rate per text token, plus slack
+        return 40 + 8 * len(self.text_ids) if self.closed else 1 << 30
+
+    def next_text_id(self, pad: int, eos: int) -> int | None:
+        """The text id for the next talker step, or None while it has not arrived. Advances the feed."""
+        feed = self.feed
+        if self.fed < len(feed):
+            self.fed += 1
+            return feed[self.fed - 1]
+        if not self.closed:
+            return None
+        if not self.eos_fed:
+            self.eos_fed = True
+            return eos
+        return pad
+
+    def text_ready(self) -> bool:
+        return self.fed < len(self.feed) or self.closed
+
+    def chunk_size(self) -> int:
+        sizes = self.request.chunk_frames
+        return sizes[min(self.chunks, len(sizes) - 1)]
+
+    @property
+    def eos_allowed(self) -> bool:
+        # EOS stays masked for the first 2 ids (reference min_new_tokens) and while text may still come
+        return self.num_c0 >= 2 and self.closed and not self.request.ignore_eos

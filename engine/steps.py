@@ -1,0 +1,113 @@
+"""One engine step for all active streams: prefill -> code predictor -> talker -> codec decode -> PCM out.
+
+The stages are fixed; a variant only changes how its prompt is laid out (prompt.py)."""
+import numpy as np
+import torch
+
+from .prompt import PromptBuilder, Voice
+from .request import AudioChunk, EngineInputError
+from .sequence import Sequence
+
+ROLE = "<|im_start|>assistant\n"
+SAMPLES_PER_FRAME = 1920
+
+
+class StepLoop:
+    def __init__(self, model, runner, scheduler):
+        self.model, self.runner, self.scheduler = model, runner, scheduler
+        self.cfg, self.tokenizer = model.cfg, model.tokenizer
+        self.builder = PromptBuilder(model.cfg, model.tts.talker)
+        self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
+        self.frames_total = 0
+
+    # request intake (engine thread) ---------------------------------------------------------------------------
+    def admit_request(self, seq: Sequence, voices) -> None:
+        r, cfg = seq.request, self.cfg
+        speaker = None
+        if cfg.model_type == "custom_voice":
+            speaker = (r.voice or next(iter(cfg.speakers))).lower()
+            seq.voice = Voice(speaker_id=cfg.speakers[speaker])
+        elif cfg.model_type == "base":
+            seq.voice = self.model.make_voice(r.ref) if r.ref is not None else voices.get(r.voice)
+            if seq.voice is None:
+                raise EngineInputError("unknown_voice", f"voice '{r.voice}' was deleted")
+        else:
+            seq.voice = Voice()
+        seq.language_id = self.builder.language_id((r.language or "auto").lower(), speaker)
+        if r.instruct:
+            seq.instruct_ids = self.tokenizer.encode(f"<|im_start|>user\n{r.instruct}<|im_end|>\n")
+        self._commit_text(seq)
+
+    def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
+        seq.text += text
+        seq.closed = seq.closed or closed
+        self._commit_text(seq)
+        if seq.closed and not seq.text_ids:
+            self.end(seq, "error", EngineInputError("empty_text", "the request's text ended up empty"))
+
+    def _commit_text(self, seq: Sequence) -> None:
+        full = ROLE + seq.text
+        ids = self.tokenizer.encode(full)
+        final = self.tokenizer.final_count(full, seq.closed)
+        seq.role_ids, seq.text_ids = ids[:3], ids[3:max(final, 3)]
+
+    def end(self, seq: Sequence, reason: str, error: Exception | None = None) -> None:
+        """Stop a stream now (cancel, error): frees everything it holds; no more audio for it."""
+        self.scheduler.finish(seq, reason)
+        seq.handle.deliver(error or AudioChunk(np.zeros(0, np.float32), np.zeros((0, 16), np.int64),
+                                               seq.frames, seq.frames * SAMPLES_PER_FRAME, True, reason))
+
+    # the step ------------------------------------------------------------------------------------------------
+    def step(self) -> None:
+        runner, sched = self.runner, self.scheduler
+        seqs, prompts = sched.admit(lambda s: self.builder.build(
+            s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed, s.request.non_streaming_text))
+        for s, p in zip(seqs, prompts):
+            s.fed, s.eos_fed = p.consumed, p.eos_consumed
+        if seqs:
+            runner.start_audio(seqs)
+            runner.prefill(seqs, prompts)
+        ready = [s for s in sched.running if s.has_c0]
+        if ready:
+            codes = runner.predict(ready)
+            for s, row in zip(ready, codes):
+                s.pending.append(row)
+                s.frames += 1
+                if s.frames >= s.max_frames:
+                    s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
+            self.frames_total += len(ready)
+        talkers, text_ids = [], []
+        for s in sched.running:
+            if s.has_c0 or s.finish_reason:
+                continue
+            tid = s.next_text_id(self.pad, self.eos_text)
+            if tid is not None:
+                talkers.append(s)
+                text_ids.append(tid)
+        if talkers:
+            for s, c0 in zip(talkers, runner.talk(talkers, text_ids)):
+                if c0 == self.cfg.codec_ids["eos"]:
+                    s.has_c0 = False
+                    s.finish_reason = "eos"
+        self._emit_audio()
+
+    def _emit_audio(self) -> None:
+        groups: dict[int, list[Sequence]] = {}
+        for s in self.scheduler.running:
+            if s.pending and (len(s.pending) >= s.chunk_size() or s.finish_reason):
+                groups.setdefault(min(len(s.pending), s.chunk_size()), []).append(s)
+        for n, seqs in groups.items():
+            codes = torch.stack([torch.stack(s.pending[:n]) for s in seqs])
+            pcm = self.runner.decode_audio(seqs, codes)
+            codes = codes.cpu().numpy()
+            for i, s in enumerate(seqs):
+                del s.pending[:n]
+                final = bool(s.finish_reason) and not s.pending
+                start = s.frames - len(s.pending) - n
+                s.chunks += 1
+                s.handle.deliver(AudioChunk(pcm[i], codes[i], start, start * SAMPLES_PER_FRAME, final,
+                                            s.finish_reason if final else None))
+                if final:
+                    self.scheduler.finish(s, s.finish_reason)
+        for s in [s for s in self.scheduler.running if s.finish_reason and not s.pending]:
+            self.end(s, s.finish_reason)      # finished with every frame already sent (e.g. EOS right away)
