@@ -1,0 +1,126 @@
+"""Our text tokenizer against the official processor (loaded locally, as the wrapper does), and the rule for
+committing tokens of a text that is still arriving."""
+import random
+import shutil
+
+import pytest
+
+from engine.config import ASSETS
+from engine.text_tokenizer import TextTokenizer
+
+CORPUS = [
+    "Hello, world! This is a test.",
+    "iPhone McDonald's XMLHttpRequest camelCaseWords getHTTPResponseCode OK",
+    "I'm sure you'd've known: don't, won't, can't. WE'LL SEE! They're here; it's 5 o'clock.",
+    "Call 555-1234 or +1 (800) 123.4567 at 10:30am on 2024-01-31; pi is 3.14159, 1,000,000 $99.99 50% off",
+    "Wait... what?!? \"Quoted\" (parens) [brackets] {braces} <angle> a/b/c C:\\path\\file.txt http://x.y/z?q=1&r=2#f",
+    "今天天气很好，我们去公园散步吧。你觉得怎么样？",
+    "東京は日本の首都です。カタカナのテキストーとひらがな、漢字を混ぜます！",
+    "안녕하세요, 만나서 반갑습니다. 오늘 날씨가 좋네요!",
+    "Grüße aus München! Straße, Fußgänger, Äpfel und Öl. Ça va? Élève, garçon, naïve, coöperate, déjà vu.",
+    "Decomposed: e\u0301te\u0301, A\u030angstro\u0308m, n\u0303, \u1100\u1161\u11a8 and a\u0323\u0302.",
+    "Emoji 😀👍🏽 👨‍👩‍👧 ❤️ 🇯🇵 mixed with text 🎉!!",
+    "Multiple   spaces\tand\ttabs\n\nnew lines\r\nCRLF  \n  indented\n\n\n   trailing   ",
+    "  leading spaces and a trailing newline\n",
+    "Mixed 中文 and English, 日本語 too; 한국어 also. 1234567890 digits 一二三",
+    "Special <|im_start|> and <tts_pad> inside text, partial <|im_ and <tts_ too, <think>maybe</think>",
+    "Symbols: ≠ ≤ ≥ ± × ÷ → ← ∞ © ® ™ € £ ¥ — – … «guillemets» „deutsch“ ‘single’",
+    "ǅungla ǈ ß ẞ ﬁ ʰʲ Ωmega αβγ ДОБРЫЙ день Привет",
+    "",
+]
+WRAPPERS = ["{}", "<|im_start|>assistant\n{}<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>assistant\n{}<|im_end|>\n",
+            "<|im_start|>user\n{}<|im_end|>\n"]
+ATOMS = list("aAzZé1 9.,!?'\"-/\\\n\r\t:;()") + [
+    "e\u0301", "\u0301", "\u0323", "\u0338", "=", "<", "<|", "<tts_", "<|im_end|>", "<|im_start|>", "<tts_pad>",
+    "<tts_text_bos>", "<tts_text_bos_single>", "iPhone", "McDonald", "don't", "DON'T", "中文", "。", "カタカナー", "한국어",
+    "\u1100", "\u1161", "\u11a8", "😀", "👍🏽", "\u200d", "\ufe0f", "  ", "\n\n", " \n", "...", "3.14", "\u3000", "\xa0",
+    "ß", "ǅ", "ʰ", "\x1c", "/\n", "http://x.y/z"]
+
+
+def fuzz_texts(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 20))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def ours():
+    return TextTokenizer.load()
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory):
+    """The official processor from a local model directory, loaded exactly as the wrapper loads it."""
+    transformers = pytest.importorskip("transformers")
+    from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSProcessor
+    model_dir = tmp_path_factory.mktemp("official_tokenizer")
+    for f in (ASSETS / "tokenizer").iterdir():
+        shutil.copy(f, model_dir)
+    for name in ("config.json", "preprocessor_config.json", "generation_config.json"):
+        shutil.copy(ASSETS / "models" / "1.7B-CustomVoice" / name, model_dir)
+    transformers.AutoConfig.register("qwen3_tts", Qwen3TTSConfig, exist_ok=True)
+    transformers.AutoProcessor.register(Qwen3TTSConfig, Qwen3TTSProcessor, exist_ok=True)
+    processor = transformers.AutoProcessor.from_pretrained(str(model_dir), fix_mistral_regex=True)
+    return lambda text: processor(text=text, return_tensors="pt", padding=True)["input_ids"][0].tolist()
+
+
+def test_official_loader_applies_the_mistral_regex(official):
+    assert official("<|im_start|>assistant\niPhone McDonald") == [151644, 77091, 198, 72, 6939, 4483, 18234]
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_ids_match_official(ours, official, wrapper):
+    for text in CORPUS:
+        full = wrapper.format(text)
+        assert ours.encode(full) == official(full), full
+
+
+def test_fuzz_ids_match_official(ours, official):
+    for text in fuzz_texts(200, seed=1):
+        assert ours.encode(text) == official(text), text
+
+
+def test_special_ids_and_decode(ours):
+    assert ours.encode("<|im_start|>assistant\n") == [151644, 77091, 198]
+    assert [ours.token_id(t) for t in ("<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
+                                       "<|audio_pad|>")] == [151644, 151645, 151671, 151672, 151673, 151675]
+    assert len(ours.special_ids) == 33
+    for text in CORPUS[:9] + CORPUS[10:]:                                 # [9] is NFC-composed by encoding
+        assert ours.decode(ours.encode(text)) == text
+
+
+def stream(tok: TextTokenizer, pieces: list[str]) -> tuple[list[int], list[int]]:
+    """Feed `pieces` one by one; return what was committed by counting, and by cutting the pending text."""
+    text, counted, pending, cut_ids = "", [], "", []
+    for i, piece in enumerate(pieces):
+        closed = i == len(pieces) - 1
+        text += piece
+        counted += tok.encode(text)[len(counted):tok.final_count(text, closed)]
+        ids, used = tok.split_final(pending + piece, closed)
+        cut_ids, pending = cut_ids + ids, (pending + piece)[used:]
+    return counted, cut_ids
+
+
+def random_pieces(text: str, rng: random.Random) -> list[str]:
+    cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(0, 12)))) if len(text) > 1 else []
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+def test_incremental_random_splits_give_full_encoding(ours):
+    rng = random.Random(0)
+    texts = [w.format(t) for w in WRAPPERS[:2] for t in CORPUS] + fuzz_texts(300, seed=2)
+    for text in texts:
+        full = ours.encode(text)
+        for _ in range(3):
+            assert stream(ours, random_pieces(text, rng)) == (full, full), text
+        assert stream(ours, list(text) or [""]) == (full, full), text     # one character at a time
+
+
+def test_final_tokens_commit_early_and_hold_unsettled_tails(ours):
+    assert ours.final_count("Hello world", False) == 1                 # " world" may grow
+    assert ours.final_count("Hello world ", False) == 1                # trailing spaces may join the next word
+    assert ours.final_count("Hello world.", False) == 2                # "." may grow (".\n", "...")
+    assert ours.final_count("Hello world. Next", False) == 3
+    assert ours.final_count("Hello <|im_", False) == 0                 # may become <|im_end|>, ending the segment
+    assert ours.final_count("Hello<|im_end|>", False) == 2
+    assert ours.final_count("你好，世界", False) == len(ours.encode("你好"))   # "，世界" is one piece
+    assert ours.final_count("Hello world", True) == len(ours.encode("Hello world"))
