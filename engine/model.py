@@ -10,6 +10,7 @@ from .config import TTSConfig
 from .dummy import seed_weights
 from .prompt import Voice
 from .request import VoiceRef
+from .speaker_encoder import SpeakerEncoder
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
 from .weights import default_device_dtype, dummy_configs, load_checkpoint, resolve_model_dir
@@ -23,10 +24,7 @@ class TTSModel(nn.Module):
     def __init__(self, cfg: TTSConfig):
         super().__init__()
         self.talker = Talker(cfg)
-        self.speaker_encoder = None
-        if cfg.speaker_encoder:
-            from .speaker_encoder import SpeakerEncoder
-            self.speaker_encoder = SpeakerEncoder(cfg.speaker_encoder)
+        self.speaker_encoder = SpeakerEncoder(cfg.speaker_encoder) if cfg.speaker_encoder else None
 
 
 @dataclass
@@ -49,7 +47,7 @@ class LoadedModel:
     def make_voice(self, ref: VoiceRef) -> Voice:
         """Clone conditioning from reference audio: x-vector, plus codes and transcript ids for ICL."""
         audio = resample(np.asarray(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
-        xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio).to(self.device, self.dtype))
+        xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio))   # log-mel in float32, as the reference
         if ref.x_vector_only:
             return Voice(xvector=xvector)
         codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))

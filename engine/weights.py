@@ -21,7 +21,8 @@ def resolve_model_dir(model: str) -> Path:
                                  "(config.json and speech_tokenizer/config.json expected)")
         return path
     if path.exists() or model.count("/") != 1:
-        raise ModelLoadError(f"model '{model}' is neither a checkpoint directory nor a hub repo id (owner/name)")
+        raise ModelLoadError(f"model '{model}' is neither a checkpoint directory nor a hub repo id (owner/name); "
+                             f"pass a downloaded checkpoint directory, or --dummy VARIANT for random weights")
     try:
         from huggingface_hub import snapshot_download
         return Path(snapshot_download(model))

@@ -1,0 +1,80 @@
+"""Bad input fails at once with a code and a message a user can act on; the CLI works end to end."""
+import wave
+
+import numpy as np
+import pytest
+
+from engine import Engine, EngineInputError, SynthesisRequest, VoiceRef
+from engine.weights import ModelLoadError
+from gateway.cli import main as cli
+from reference import cached_model_dir, official_generate
+
+
+@pytest.fixture(scope="module")
+def engines():
+    built = {v: Engine.load(dummy=v, device="cpu", max_seqs=2).start()
+             for v in ("tiny", "tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
+    yield built
+    for e in built.values():
+        e.shutdown()
+
+
+@pytest.mark.parametrize("variant,request_kw,code,words", [
+    ("tiny", dict(text="Hi", voice="nobody"), "unknown_voice", "vivian"),
+    ("tiny", dict(text="Hi", language="klingon"), "unknown_language", "english"),
+    ("tiny", dict(text="   "), "empty_text", "empty"),
+    ("tiny", dict(text="x" * 6000), "text_too_long", "5000"),
+    ("tiny", dict(text="Hi", non_streaming_text=True, text_complete=False), "invalid_request", "whole text"),
+    ("tiny", dict(text="Hi", max_frames=0), "invalid_request", "max_frames"),
+    ("tiny-1.7B-Base", dict(text="Hi"), "missing_reference", "reference audio"),
+    ("tiny-1.7B-Base", dict(text="Hi", ref=VoiceRef(np.zeros(24000, np.float32), 24000)), "missing_reference",
+     "transcript"),
+    ("tiny-1.7B-Base", dict(text="Hi", voice="alice"), "unknown_voice", "registered"),
+    ("tiny-1.7B-Base", dict(text="Hi", instruct="Be happy", ref=VoiceRef(np.zeros(24000, np.float32), 24000, "a")),
+     "instruct_not_supported", "instruct"),
+    ("tiny-0.6B-CustomVoice", dict(text="Hi", instruct="Be happy"), "instruct_not_supported", "0b6"),
+    ("tiny-1.7B-VoiceDesign", dict(text="Hi", voice="vivian"), "unknown_voice", "voice description"),
+])
+def test_bad_request_is_rejected_with_a_clear_message(engines, variant, request_kw, code, words):
+    with pytest.raises(EngineInputError) as err:
+        engines[variant].submit(SynthesisRequest(**request_kw))
+    assert err.value.code == code and words in str(err.value)
+    assert engines[variant].num_active == 0
+
+
+def test_append_of_too_much_text_is_rejected(engines):
+    h = engines["tiny"].submit(SynthesisRequest(text="Hi", text_complete=False, max_frames=3))
+    with pytest.raises(EngineInputError) as err:
+        h.append_text("y" * 6000)
+    assert err.value.code == "text_too_long"
+    h.cancel()
+    assert list(h.iter_blocking())[-1].finish_reason == "cancelled"
+
+
+def test_missing_model_names_the_path_and_the_dummy_alternative(tmp_path):
+    with pytest.raises(ModelLoadError) as err:
+        Engine.load(model=str(tmp_path / "nope"), device="cpu")
+    assert "--dummy" in str(err.value) and "nope" in str(err.value)
+    with pytest.raises(ModelLoadError) as err:
+        Engine.load(model=str(tmp_path), device="cpu")
+    assert "config.json" in str(err.value)
+
+
+def test_cli_synth_matches_the_official_code(tmp_path):
+    model_dir = cached_model_dir("1.7B-CustomVoice")
+    text = "Good morning, this is the command line."
+    off_codes, off_wav = official_generate(model_dir, "custom_voice", text, speaker="ryan", language="english",
+                                           max_new_tokens=16)
+    out, codes_out = tmp_path / "out.wav", tmp_path / "codes.npy"
+    assert cli(["synth", "--model", str(model_dir), "--text", text, "--voice", "ryan", "--language", "english",
+                "--greedy", "--max-frames", "15", "--out", str(out), "--codes-out", str(codes_out)]) == 0
+    np.testing.assert_array_equal(np.load(codes_out), off_codes)
+    with wave.open(str(out)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24000, 1, 2)
+        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32767.0
+    assert pcm.shape == off_wav.shape and np.abs(pcm - off_wav).max() < 2e-4
+
+
+def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
+    assert cli(["synth", "--dummy", "tiny", "--text", "Hi", "--voice", "nobody", "--out", str(tmp_path / "x.wav")]) == 2
+    assert "unknown voice 'nobody'" in capsys.readouterr().err

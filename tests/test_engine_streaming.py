@@ -1,0 +1,109 @@
+"""Continuous batching, incremental text, chunk schedules: a request's output never depends on its company."""
+import time
+
+import numpy as np
+import pytest
+
+from helpers import assert_audio_close
+
+from engine import Engine, SamplingParams, SynthesisRequest
+
+TEXTS = ["Hello there, how are you doing today?", "Short one.",
+         "The quick brown fox jumps over the lazy dog, again and again, until the sun goes down.",
+         "Numbers like 3.14159 and dates like 2026-11-22 are spoken too."]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
+    yield e
+    e.shutdown()
+
+
+def run(engine, request):
+    chunks = list(engine.submit(request).iter_blocking())
+    return np.concatenate([c.codes for c in chunks]), np.concatenate([c.pcm for c in chunks]), chunks
+
+
+def requests():
+    return [
+        SynthesisRequest(text=TEXTS[0], voice="vivian", sampling=SamplingParams.greedy(), max_frames=30),
+        SynthesisRequest(text=TEXTS[1], voice="ryan", language="english", instruct="Happy and fast.",
+                         sampling=SamplingParams(seed=7), max_frames=18, ignore_eos=True),
+        SynthesisRequest(text=TEXTS[2], voice="aiden", non_streaming_text=True, sampling=SamplingParams.greedy(),
+                         max_frames=40, chunk_frames=(2, 5)),
+        SynthesisRequest(text=TEXTS[3], voice="serena", language="chinese", sampling=SamplingParams(seed=3, top_k=5),
+                         max_frames=25, ignore_eos=True),
+    ]
+
+
+def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine):
+    alone = [run(engine, r) for r in requests()]
+    victim = engine.submit(SynthesisRequest(text=TEXTS[2], voice="vivian", max_frames=200, ignore_eos=True))
+    handles = [engine.submit(r) for r in requests()[:2]]
+    first = next(handles[0].iter_blocking())           # the others join while these are running
+    handles += [engine.submit(r) for r in requests()[2:]]
+    got = [[first] + list(handles[0].iter_blocking())] + [list(h.iter_blocking()) for h in handles[1:]]
+    victim_chunks = []
+    for chunk in victim.iter_blocking():
+        victim_chunks.append(chunk)
+        if len(victim_chunks) == 3:
+            victim.cancel()
+    assert victim_chunks[-1].final and victim_chunks[-1].finish_reason == "cancelled"
+    assert sum(len(c.codes) for c in victim_chunks) < 200
+    for (codes, pcm, _), chunks in zip(alone, got):
+        np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), codes)
+        assert_audio_close(np.concatenate([c.pcm for c in chunks]), pcm)
+    deadline = time.time() + 5
+    while engine.num_active and time.time() < deadline:
+        time.sleep(0.01)
+    assert engine.num_active == 0
+
+
+@pytest.mark.parametrize("schedule", [(1,), (1, 2, 4, 8), (3, 7, 5), (16,)])
+def test_any_chunk_schedule_gives_the_same_audio(engine, schedule):
+    base = SynthesisRequest(text=TEXTS[0], voice="vivian", sampling=SamplingParams.greedy(), max_frames=33,
+                            ignore_eos=True)
+    codes, pcm, _ = run(engine, base)
+    base.chunk_frames = schedule
+    codes2, pcm2, chunks = run(engine, base)
+    np.testing.assert_array_equal(codes2, codes)
+    assert_audio_close(pcm2, pcm)
+    sizes = [len(c.codes) for c in chunks]
+    expected = [schedule[min(i, len(schedule) - 1)] for i in range(len(sizes))]
+    assert sizes[:-1] == expected[:-1] and sizes[-1] <= expected[-1]
+    assert [c.sample_offset for c in chunks] == list(np.cumsum([0] + [len(c.pcm) for c in chunks[:-1]]))
+
+
+def test_incremental_text_equals_whole_text(engine):
+    text = TEXTS[2]
+    whole, whole_pcm, _ = run(engine, SynthesisRequest(text=text, voice="aiden", sampling=SamplingParams.greedy(),
+                                                       max_frames=60))
+    pieces = [text[:1], text[1:7], text[7:8], text[8:30], text[30:31], text[31:]]
+    h = engine.submit(SynthesisRequest(text=pieces[0], voice="aiden", sampling=SamplingParams.greedy(),
+                                       max_frames=60, text_complete=False))
+    chunks = []
+    for piece in pieces[1:]:
+        time.sleep(0.15)             # the talker catches up with the text and waits for more
+        h.append_text(piece)
+    time.sleep(0.15)
+    h.close_text()
+    chunks = list(h.iter_blocking())
+    np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), whole)
+    assert_audio_close(np.concatenate([c.pcm for c in chunks]), whole_pcm)
+
+
+def test_waiting_for_text_does_not_stall_others(engine):
+    waiting = engine.submit(SynthesisRequest(text="Wait for", voice="vivian", text_complete=False, max_frames=50))
+    t0 = time.time()
+    codes, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="ryan", max_frames=30, ignore_eos=True))
+    assert len(codes) == 30 and time.time() - t0 < 10
+    waiting.append_text(" it.")
+    waiting.close_text()
+    chunks = list(waiting.iter_blocking())
+    assert chunks[-1].final and sum(len(c.codes) for c in chunks) >= 1
+
+
+def test_default_length_budget_stops_runaway(engine):
+    codes, _, chunks = run(engine, SynthesisRequest(text="Hi.", voice="vivian", ignore_eos=True))
+    assert chunks[-1].finish_reason == "length" and 0 < len(codes) <= 40 + 8 * 3
