@@ -1,6 +1,10 @@
 """One engine step for all active streams: prefill -> code predictor -> talker -> codec decode -> PCM out.
 
 The stages are fixed; a variant only changes how its prompt is laid out (prompt.py)."""
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -19,6 +23,28 @@ class StepLoop:
         self.builder = PromptBuilder(model.cfg, model.tts.talker)
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
         self.frames_total = 0
+        self.profile = False                  # synchronize and time each stage (benchmarks only)
+        self.reset_profile()
+
+    def reset_profile(self) -> None:
+        self.stage_s: dict[str, float] = defaultdict(float)
+        self.steps = 0
+
+    def profile_summary(self) -> dict:
+        return dict(steps=self.steps, **{k: round(v * 1000 / max(self.steps, 1), 3) for k, v in self.stage_s.items()})
+
+    @contextmanager
+    def _stage(self, name: str):
+        if not self.profile:
+            yield
+            return
+        if self.model.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        yield
+        if self.model.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.stage_s[name] += time.perf_counter() - t0
 
     # request intake (engine thread) ---------------------------------------------------------------------------
     def admit_request(self, seq: Sequence, voices) -> None:
@@ -60,16 +86,19 @@ class StepLoop:
     # the step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
         runner, sched = self.runner, self.scheduler
-        seqs, prompts = sched.admit(lambda s: self.builder.build(
-            s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed, s.request.non_streaming_text))
-        for s, p in zip(seqs, prompts):
-            s.fed, s.eos_fed = p.consumed, p.eos_consumed
-        if seqs:
-            runner.start_audio(seqs)
-            runner.prefill(seqs, prompts)
+        self.steps += 1
+        with self._stage("prefill"):
+            seqs, prompts = sched.admit(lambda s: self.builder.build(
+                s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed, s.request.non_streaming_text))
+            for s, p in zip(seqs, prompts):
+                s.fed, s.eos_fed = p.consumed, p.eos_consumed
+            if seqs:
+                runner.start_audio(seqs)
+                runner.prefill(seqs, prompts)
         ready = [s for s in sched.running if s.has_c0]
         if ready:
-            codes = runner.predict(ready)
+            with self._stage("predict"):
+                codes = runner.predict(ready)
             for s, row in zip(ready, codes):
                 s.pending.append(row)
                 s.frames += 1
@@ -85,11 +114,14 @@ class StepLoop:
                 talkers.append(s)
                 text_ids.append(tid)
         if talkers:
-            for s, c0 in zip(talkers, runner.talk(talkers, text_ids)):
+            with self._stage("talk"):
+                next_c0 = runner.talk(talkers, text_ids)
+            for s, c0 in zip(talkers, next_c0):
                 if c0 == self.cfg.codec_ids["eos"]:
                     s.has_c0 = False
                     s.finish_reason = "eos"
-        self._emit_audio()
+        with self._stage("decode"):
+            self._emit_audio()
 
     def _emit_audio(self) -> None:
         groups: dict[int, list[Sequence]] = {}

@@ -1,0 +1,81 @@
+"""Drive the engine directly at fixed concurrency levels; print a table and write JSON.
+
+python bench/engine_bench.py --dummy 1.7B-CustomVoice --concurrency 1 16 64 256 --json out.json"""
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.metrics import StreamRecord, summarize  # noqa: E402
+from bench.workload import workload  # noqa: E402
+from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
+
+
+async def run_level(engine, concurrency: int, items, chunk_frames) -> tuple[list[StreamRecord], float]:
+    pending = list(items)
+    records = []
+
+    async def worker():
+        while pending:
+            text, frames = pending.pop()
+            rec = StreamRecord(time.perf_counter(), chars=len(text))
+            handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
+                                                    sampling=SamplingParams(seed=len(records)),
+                                                    chunk_frames=chunk_frames))
+            async for chunk in handle:
+                rec.arrivals.append(time.perf_counter())
+                rec.samples.append(len(chunk.pcm))
+            records.append(rec)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return records, time.perf_counter() - t0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dummy", default="1.7B-CustomVoice")
+    p.add_argument("--model")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
+    p.add_argument("--rounds", type=float, default=1.0, help="streams per level = rounds * concurrency")
+    p.add_argument("--max-chars", type=int, default=500)
+    p.add_argument("--chunk-frames", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    p.add_argument("--max-seqs", type=int, default=0)
+    p.add_argument("--profile", action="store_true", help="synchronize and time each stage (slower)")
+    p.add_argument("--json")
+    args = p.parse_args()
+    import torch
+    max_seqs = args.max_seqs or max(args.concurrency)
+    t0 = time.perf_counter()
+    engine = Engine.load(model=args.model, dummy=None if args.model else args.dummy, max_seqs=max_seqs).start()
+    print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", flush=True)
+    engine.loop.profile = args.profile
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    asyncio.run(run_level(engine, 2, workload(4, seed=99, max_chars=60), tuple(args.chunk_frames)))   # warm-up
+    results = []
+    for c in args.concurrency:
+        items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        engine.loop.reset_profile()
+        records, wall = asyncio.run(run_level(engine, c, items, tuple(args.chunk_frames)))
+        row = dict(device=device, model=engine.info["model"], concurrency=c, **summarize(records, wall),
+                   profile=engine.loop.profile_summary())
+        if torch.cuda.is_available():
+            row["gpu_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        results.append(row)
+        print(f"c={c:4d} ttfa p50 {row['ttfa_p50_ms']:7.1f} ms p90 {row['ttfa_p90_ms']:7.1f} | rtf p50 "
+              f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | viable {row['viability']:.3f} | "
+              f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | {row['profile']}",
+              flush=True)
+    engine.shutdown()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Per-stream streaming metrics from chunk arrival times, and their summary."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SAMPLE_RATE = 24000
+
+
+@dataclass
+class StreamRecord:
+    submitted: float
+    arrivals: list[float] = field(default_factory=list)   # perf_counter at each chunk
+    samples: list[int] = field(default_factory=list)      # samples in each chunk
+    chars: int = 0
+
+    @property
+    def ttfa(self) -> float:
+        return self.arrivals[0] - self.submitted
+
+    @property
+    def audio_s(self) -> float:
+        return sum(self.samples) / SAMPLE_RATE
+
+    @property
+    def rtf(self) -> float:
+        return (self.arrivals[-1] - self.submitted) / max(self.audio_s, 1e-9)
+
+    def underrun_s(self) -> float:
+        """Stall time of a real-time player that starts at the first chunk and waits whenever it runs dry."""
+        play_end, stall = self.arrivals[0], 0.0
+        for t, n in zip(self.arrivals, self.samples):
+            if t > play_end:
+                stall += t - play_end
+                play_end = t
+            play_end += n / SAMPLE_RATE
+        return stall
+
+    @property
+    def viable(self) -> bool:
+        """Every chunk arrives before a player started at the first chunk needs it (no stall)."""
+        return self.underrun_s() <= 1e-3
+
+
+def summarize(records: list[StreamRecord], wall_s: float) -> dict:
+    ttfa = np.array([r.ttfa for r in records]) * 1000
+    rtf = np.array([r.rtf for r in records])
+    audio = sum(r.audio_s for r in records)
+    return dict(streams=len(records), ttfa_p50_ms=float(np.percentile(ttfa, 50)),
+                ttfa_p90_ms=float(np.percentile(ttfa, 90)), ttfa_p99_ms=float(np.percentile(ttfa, 99)),
+                rtf_p50=float(np.percentile(rtf, 50)), rtf_p90=float(np.percentile(rtf, 90)),
+                viability=float(np.mean([r.viable for r in records])),
+                underrun_s_mean=float(np.mean([r.underrun_s() for r in records])),
+                audio_s_per_s=audio / wall_s, chars_per_s=sum(r.chars for r in records) / wall_s, wall_s=wall_s)
