@@ -13,6 +13,10 @@ what these helpers return.
 
 Generation is greedy (do_sample=False, subtalker_dosample=False); every other setting comes from the
 checkpoint's generation_config.json through the wrapper (repetition_penalty 1.05, ...).
+With the tiny random weights EOS (2150) is one of 2049 allowed talker tokens and its greedy rank is
+typically ~1000, so most runs go to max_new_tokens - 1 frames; some stop early on a real EOS
+(seed 0: 1.7B-Base x-vector-only clone of test_reference's clip stops at 14 frames).
+Helpers run with one torch thread (see `_one_thread`).
 """
 import atexit
 import functools
