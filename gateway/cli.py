@@ -63,13 +63,49 @@ def synth(args) -> int:
     return 0
 
 
+def _serve_parser(sub) -> None:
+    p = sub.add_parser("serve", help="run the streaming gateway: WebSocket protocol v1 and the HTTP API")
+    _add_model_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", dest="api_keys", action="append", default=[], metavar="KEY",
+                   help="accept this key (repeatable); without any, no auth")
+    p.add_argument("--max-contexts-per-socket", type=int, default=16)
+    p.add_argument("--max-active", type=int, default=32,
+                   help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
+    p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
+    p.add_argument("--max-message-bytes", type=int, default=65536)
+    p.add_argument("--max-frames", type=int, help="cap on every utterance, in 80 ms frames (default: by text length)")
+    p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish closed text at shutdown")
+    p.add_argument("--log-level", default="info")
+
+
+def serve(args) -> int:
+    import logging
+
+    from engine import Engine
+
+    from .server import GatewayServer, create_app, uvicorn_config
+    from .service import Gateway, GatewayConfig
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = GatewayConfig(tuple(args.api_keys), args.max_contexts_per_socket, args.max_active, args.context_timeout,
+                           args.max_message_bytes, args.max_frames, args.shutdown_grace)
+    gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
+                                                  dtype=args.dtype, max_seqs=args.max_active).start())
+    app = create_app(gateway)
+    GatewayServer(gateway, uvicorn_config(app, args.host, args.port, gateway, args.log_level)).run()
+    return 0 if gateway.status != "failed" else 1
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="qwen-tts-gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     _synth_parser(sub)
+    _serve_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"synth": synth}[args.command](args)
+        return {"synth": synth, "serve": serve}[args.command](args)
     except Exception as exc:
         from engine.request import EngineInputError
         from engine.weights import ModelLoadError

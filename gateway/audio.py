@@ -1,0 +1,95 @@
+"""The engine's float32 24 kHz PCM -> the bytes a client asked for: pcm_s16le or mulaw at 24000, 16000 or 8000 Hz.
+
+Resampling is streaming-exact: feeding a stream in any chunking and then calling finish() yields the same samples
+as converting it in one piece (a zero-phase windowed-sinc low-pass with zeros beyond both ends)."""
+import struct
+from math import gcd
+
+import numpy as np
+
+SOURCE_RATE = 24000
+
+
+class Resampler:
+    def __init__(self, rate: int, source: int = SOURCE_RATE, zero_crossings: int = 16):
+        g = gcd(rate, source)
+        self.up, self.down = rate // g, source // g
+        span = max(self.up, self.down)
+        n = 2 * zero_crossings * span + 1
+        self.delay = (n - 1) // 2
+        t = np.arange(n) - self.delay
+        cutoff = 0.45 / span                         # 90% of the lower Nyquist frequency, at the upsampled rate
+        taps = 2 * cutoff * np.sinc(2 * cutoff * t) * np.kaiser(n, 8.6) * self.up
+        self.width = -(-n // self.up)
+        taps = np.concatenate([taps, np.zeros(self.width * self.up - n)])
+        self.phases = taps.reshape(self.width, self.up).T[:, ::-1].copy()   # [phase, oldest..newest input]
+        self.reset()
+
+    def reset(self) -> None:
+        self.buf = np.zeros(self.width - 1)          # inputs from index self.base on; zeros before the stream
+        self.base, self.received, self.emitted = 1 - self.width, 0, 0
+
+    def _emit(self, end: int) -> np.ndarray:
+        """Outputs up to index `end` (exclusive); their inputs are all in the buffer."""
+        m = np.arange(self.emitted, max(end, self.emitted))
+        t = m * self.down + self.delay
+        newest = t // self.up - self.base
+        windows = self.buf[newest[:, None] + np.arange(1 - self.width, 1)[None, :]]
+        out = (windows * self.phases[t % self.up]).sum(axis=1)
+        self.emitted += len(m)
+        keep = (self.emitted * self.down + self.delay) // self.up - (self.width - 1)
+        self.buf, self.base = self.buf[keep - self.base:], keep
+        return out.astype(np.float32)
+
+    def push(self, pcm: np.ndarray) -> np.ndarray:
+        self.buf = np.concatenate([self.buf, pcm.astype(np.float64)])
+        self.received += len(pcm)
+        return self._emit((self.up * self.received - 1 - self.delay) // self.down + 1)
+
+    def finish(self) -> np.ndarray:
+        """The rest of the stream (ceil(inputs * rate / source) outputs in all); then ready for a new stream."""
+        total = -(-self.received * self.up // self.down)
+        last_needed = ((total - 1) * self.down + self.delay) // self.up
+        pad = max(0, last_needed + 1 - (self.base + len(self.buf)))
+        self.buf = np.concatenate([self.buf, np.zeros(pad)])
+        out = self._emit(total)
+        self.reset()
+        return out
+
+
+def to_pcm16(pcm: np.ndarray) -> np.ndarray:
+    return (np.clip(pcm, -1.0, 1.0) * 32767.0).round().astype("<i2")
+
+
+def to_mulaw(pcm: np.ndarray) -> bytes:
+    """G.711 mu-law of 16-bit samples."""
+    s = to_pcm16(pcm).astype(np.int32)
+    magnitude = np.minimum(np.abs(s), 32635) + 0x84
+    exponent = np.frexp(magnitude)[1] - 8                       # floor(log2(magnitude)) - 7, in 0..7
+    mantissa = (magnitude >> (exponent + 3)) & 0x0F
+    return (~(((s < 0) << 7) | (exponent << 4) | mantissa) & 0xFF).astype(np.uint8).tobytes()
+
+
+class AudioEncoder:
+    """One continuous audio stream (an utterance) -> client bytes; finish() at its end, then reusable."""
+
+    def __init__(self, sample_rate: int = SOURCE_RATE, encoding: str = "pcm_s16le"):
+        self.sample_rate, self.encoding = sample_rate, encoding
+        self.resampler = Resampler(sample_rate) if sample_rate != SOURCE_RATE else None
+        self.bytes_per_sample = 2 if encoding == "pcm_s16le" else 1
+
+    def _bytes(self, pcm: np.ndarray) -> bytes:
+        return to_pcm16(pcm).tobytes() if self.encoding == "pcm_s16le" else to_mulaw(pcm)
+
+    def encode(self, pcm: np.ndarray) -> bytes:
+        return self._bytes(self.resampler.push(pcm) if self.resampler else pcm)
+
+    def finish(self) -> bytes:
+        return self._bytes(self.resampler.finish()) if self.resampler else b""
+
+
+def wav_header(sample_rate: int, data_bytes: int | None = None) -> bytes:
+    """16-bit mono WAV header; data_bytes None (streaming) writes the maximum size, as streaming encoders do."""
+    size = 0xFFFFFFFF - 36 if data_bytes is None else data_bytes
+    return b"RIFF" + struct.pack("<I", size + 36) + b"WAVEfmt " + \
+        struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16) + b"data" + struct.pack("<I", size)

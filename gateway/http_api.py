@@ -1,0 +1,162 @@
+"""HTTP API: OpenAI-compatible POST /v1/audio/speech (whole or streamed) and clone-voice management."""
+import asyncio
+import base64
+import logging
+import re
+import tempfile
+
+import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from engine import EngineInputError, SynthesisRequest, VoiceRef
+from engine.audio_io import read_wav
+
+from . import protocol as p
+from .audio import SOURCE_RATE, to_pcm16, wav_header
+from .streams import EngineStream
+
+log = logging.getLogger("qwen_tts_gateway")
+MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
+VOICE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_REFERENCE_SECONDS = 60
+UNSUPPORTED_FORMAT, INVALID_AUDIO, VOICE_EXISTS, NOT_FOUND = "unsupported_format", "invalid_audio", "voice_exists", \
+    "not_found"
+STATUS = {p.UNAUTHORIZED: 401, NOT_FOUND: 404, VOICE_EXISTS: 409, p.BUSY: 503, p.NOT_READY: 503,
+          p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
+
+
+class ApiError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def error_response(gateway, code: str, message: str) -> JSONResponse:
+    gateway.metrics.errors[code] += 1
+    headers = {"Retry-After": "1"} if code in p.RETRYABLE else None
+    return JSONResponse({"error": {"code": code, "message": message, "type": "invalid_request_error"}},
+                        status_code=STATUS.get(code, 400), headers=headers)
+
+
+def api(handler):
+    """Auth, readiness and error mapping around an HTTP handler."""
+    async def endpoint(request: Request):
+        gateway = request.app.state.gateway
+        try:
+            if not gateway.authorized(request.headers, request.query_params):
+                raise ApiError(p.UNAUTHORIZED, "missing or wrong API key")
+            if not gateway.ready:
+                raise ApiError(p.SHUTTING_DOWN if gateway.draining else p.NOT_READY, f"server is {gateway.status}")
+            return await handler(request, gateway)
+        except (ApiError, EngineInputError, p.ProtocolError) as exc:
+            return error_response(gateway, exc.code, str(exc))
+    return endpoint
+
+
+async def _json_body(request: Request) -> dict:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ApiError(p.INVALID_JSON, "request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(p.INVALID_REQUEST, "request body must be a JSON object")
+    return body
+
+
+def _field(body: dict, name: str, kind, default=None):
+    value = body.get(name, default)
+    if value is not None and not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ApiError(p.INVALID_REQUEST, f"'{name}' must be {kind.__name__}")
+    return value
+
+
+@api
+async def speech(request: Request, gateway) -> Response:
+    body = await _json_body(request)
+    text, fmt = _field(body, "input", str), _field(body, "response_format", str, "wav")
+    if not text:
+        raise ApiError(p.INVALID_REQUEST, "'input' is required")
+    if fmt not in MEDIA_TYPES:
+        raise ApiError(UNSUPPORTED_FORMAT, f"response_format must be one of {', '.join(MEDIA_TYPES)}")
+    synthesis = SynthesisRequest(text=text, voice=_field(body, "voice", str), language=_field(body, "language", str, "auto"),
+                                 instruct=_field(body, "instructions", str) or None, max_frames=gateway.config.max_frames)
+    stream = EngineStream(gateway.engine, gateway.admission, gateway.metrics, synthesis, "http")
+    if _field(body, "stream", bool, False):
+        return StreamingResponse(_streamed(stream, fmt), media_type=MEDIA_TYPES[fmt])
+    try:
+        pcm = b"".join([to_pcm16(chunk.pcm).tobytes() async for chunk in stream.chunks()])
+    except EngineInputError:
+        raise
+    except Exception:
+        log.exception("speech request failed")
+        raise ApiError(p.INTERNAL, "the engine failed this request; retry") from None
+    header = wav_header(SOURCE_RATE, len(pcm)) if fmt == "wav" else b""
+    return Response(header + pcm, media_type=MEDIA_TYPES[fmt])
+
+
+async def _streamed(stream: EngineStream, fmt: str):
+    try:
+        if fmt == "wav":
+            yield wav_header(SOURCE_RATE)
+        async for chunk in stream.chunks():
+            yield to_pcm16(chunk.pcm).tobytes()
+    except Exception:
+        log.exception("streamed speech request failed")    # the status is sent: the body just ends early
+    finally:
+        if stream.finish_reason is None:                  # the client left, or the engine failed
+            stream.cancel()
+
+
+@api
+async def list_voices(request: Request, gateway) -> JSONResponse:
+    builtin = [{"name": name, "type": "builtin"} for name in gateway.engine.info["speakers"]]
+    return JSONResponse({"voices": builtin + [{"name": n, "type": "clone"} for n in gateway.engine.voices.names()]})
+
+
+@api
+async def register_voice(request: Request, gateway) -> JSONResponse:
+    """{name, audio: base64 WAV, text: its transcript, [x_vector_only]}: the clone conditioning is computed once."""
+    body = await _json_body(request)
+    name = _field(body, "name", str) or ""
+    if not VOICE_NAME.fullmatch(name):
+        raise ApiError(p.INVALID_REQUEST, "'name' must be 1-64 characters of letters, digits, '_', '.', '-'")
+    if name.lower() in gateway.engine.info["speakers"]:
+        raise ApiError(VOICE_EXISTS, f"'{name}' is a built-in voice")
+    try:
+        audio, rate = _read_wav(base64.b64decode(_field(body, "audio", str) or "", validate=True))
+    except Exception as exc:                       # base64, RIFF and sample-format errors alike
+        raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
+    if not len(audio) or len(audio) > MAX_REFERENCE_SECONDS * rate:
+        raise ApiError(INVALID_AUDIO, f"reference audio must be 0-{MAX_REFERENCE_SECONDS} s long")
+    ref = VoiceRef(audio.astype(np.float32), rate, _field(body, "text", str), _field(body, "x_vector_only", bool, False))
+    try:
+        await asyncio.wrap_future(gateway.engine.register_voice(name, ref))
+    except (EngineInputError, ApiError):
+        raise
+    except Exception as exc:
+        log.exception("voice registration failed")
+        raise ApiError(p.INTERNAL, f"computing the voice failed: {exc}") from None
+    return JSONResponse({"name": name, "type": "clone"}, status_code=201)
+
+
+def _read_wav(data: bytes) -> tuple[np.ndarray, int]:
+    with tempfile.NamedTemporaryFile(suffix=".wav") as f:     # read_wav takes a path
+        f.write(data)
+        f.flush()
+        return read_wav(f.name)
+
+
+@api
+async def delete_voice(request: Request, gateway) -> Response:
+    name = request.path_params["name"]
+    if not gateway.engine.delete_voice(name):
+        raise ApiError(NOT_FOUND, f"no registered voice '{name}'")
+    return Response(status_code=204)
+
+
+routes = [Route("/v1/audio/speech", speech, methods=["POST"]),
+          Route("/v1/voices", list_voices, methods=["GET"]),
+          Route("/v1/voices", register_voice, methods=["POST"]),
+          Route("/v1/voices/{name}", delete_voice, methods=["DELETE"])]

@@ -1,0 +1,75 @@
+"""Counters and histograms kept in-process, rendered in the Prometheus text format for GET /metrics."""
+import time
+from collections import Counter, deque
+
+TTFA_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
+RTF_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
+
+
+class Histogram:
+    def __init__(self, buckets: tuple[float, ...]):
+        self.buckets = buckets
+        self.counts: dict[str, list[int]] = {}
+        self.sums: Counter = Counter()
+
+    def observe(self, value: float, label: str) -> None:
+        counts = self.counts.setdefault(label, [0] * (len(self.buckets) + 1))
+        counts[next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))] += 1
+        self.sums[label] += value
+
+    def render(self, name: str, label_name: str) -> list[str]:
+        lines = []
+        for label, counts in sorted(self.counts.items()):
+            total = 0
+            for bound, count in zip([*map(str, self.buckets), "+Inf"], counts):
+                total += count
+                lines.append(f'{name}_bucket{{{label_name}="{label}",le="{bound}"}} {total}')
+            lines.append(f'{name}_sum{{{label_name}="{label}"}} {self.sums[label]:.6f}')
+            lines.append(f'{name}_count{{{label_name}="{label}"}} {total}')
+        return lines
+
+
+class FrameRate:
+    """Frames per second over a sliding window, from the engine's cumulative frame counter."""
+
+    def __init__(self, window: float = 10.0):
+        self.window = window
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def update(self, frames_total: int) -> float:
+        now = time.monotonic()
+        self.samples.append((now, frames_total))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.window:
+            self.samples.popleft()
+        (t0, f0), (t1, f1) = self.samples[0], self.samples[-1]
+        return (f1 - f0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class Metrics:
+    def __init__(self):
+        self.ttfa = Histogram(TTFA_BUCKETS)          # seconds from an utterance's first text to its first audio
+        self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
+        self.requests: Counter = Counter()           # engine requests started, by api
+        self.errors: Counter = Counter()             # error events and responses, by code
+        self.audio_seconds = 0.0
+        self.frame_rate = FrameRate()
+
+    def render(self, gauges: dict[str, tuple[str, float]], engine_stats: dict) -> str:
+        lines = [f"# HELP tts_frames_per_second codec frames generated per second (last {self.frame_rate.window:.0f} s)",
+                 "# TYPE tts_frames_per_second gauge",
+                 f"tts_frames_per_second {self.frame_rate.update(engine_stats.get('frames', 0)):.3f}"]
+        for name, (text, value) in gauges.items():
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
+        lines += ["# HELP tts_frames_total codec frames generated", "# TYPE tts_frames_total counter",
+                  f"tts_frames_total {engine_stats.get('frames', 0)}",
+                  "# HELP tts_audio_seconds_total audio delivered to clients (24 kHz seconds)",
+                  "# TYPE tts_audio_seconds_total counter", f"tts_audio_seconds_total {self.audio_seconds:.3f}"]
+        lines += ["# HELP tts_requests_total engine requests started", "# TYPE tts_requests_total counter"]
+        lines += [f'tts_requests_total{{api="{api}"}} {n}' for api, n in sorted(self.requests.items())]
+        lines += ["# HELP tts_errors_total errors sent to clients", "# TYPE tts_errors_total counter"]
+        lines += [f'tts_errors_total{{code="{code}"}} {n}' for code, n in sorted(self.errors.items())]
+        lines += ["# HELP tts_time_to_first_audio_seconds first text of an utterance to its first audio",
+                  "# TYPE tts_time_to_first_audio_seconds histogram", *self.ttfa.render("tts_time_to_first_audio_seconds", "api")]
+        lines += ["# HELP tts_real_time_factor per utterance: generation time after its first audio / its audio time",
+                  "# TYPE tts_real_time_factor histogram", *self.rtf.render("tts_real_time_factor", "api")]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,111 @@
+"""The ASGI app: the WebSocket route, health and metrics, the HTTP API; and a uvicorn server that drains first."""
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from . import http_api
+from . import protocol as p
+from .service import Gateway
+from .session import Session
+
+log = logging.getLogger("qwen_tts_gateway")
+
+
+async def tts_websocket(ws: WebSocket) -> None:
+    gateway: Gateway = ws.app.state.gateway
+    await ws.accept()
+    try:
+        if not gateway.authorized(ws.headers, ws.query_params):
+            raise p.ProtocolError(p.UNAUTHORIZED, "missing or wrong API key")
+        if not gateway.ready:
+            code = p.SHUTTING_DOWN if gateway.draining else p.NOT_READY
+            raise p.ProtocolError(code, f"server is {gateway.status.replace('_', ' ')}; retry shortly")
+        fmt = p.StreamFormat.from_query(ws.query_params)
+    except p.ProtocolError as exc:
+        close_code = p.CLOSE_TRY_LATER if exc.code in p.RETRYABLE else p.CLOSE_POLICY
+        return await _refuse(ws, exc.to_message(), close_code)
+    session = Session(gateway, ws, fmt)
+    gateway.sessions.add(session)
+    try:
+        await session.run()
+    except Exception:
+        log.exception("session %s failed", session.id)
+        if not session.closed:
+            session.closed = True
+            await _refuse(ws, p.Error(p.INTERNAL, "internal error; reconnect", True), p.CLOSE_INTERNAL)
+    finally:
+        gateway.sessions.discard(session)
+
+
+async def _refuse(ws: WebSocket, error: p.Error, close_code: int) -> None:
+    ws.app.state.gateway.metrics.errors[error.code] += 1
+    try:
+        await ws.send_text(p.encode(error))
+        await ws.close(close_code, error.message[:120])
+    except Exception:
+        pass                                     # the client left first
+
+
+async def health(request: Request) -> JSONResponse:
+    gateway: Gateway = request.app.state.gateway
+    if not gateway.ready:
+        return JSONResponse({"status": gateway.status}, status_code=503)
+    return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": gateway.config.max_active})
+
+
+async def metrics(request: Request) -> PlainTextResponse:
+    gateway: Gateway = request.app.state.gateway
+    stats = gateway.engine.stats() if gateway.engine else {}
+    gauges = {
+        "tts_ready": ("1 once the engine is loaded and warmed up", float(gateway.ready)),
+        "tts_sockets": ("open WebSocket sessions", len(gateway.sessions)),
+        "tts_active_contexts": ("open WebSocket contexts", gateway.open_contexts),
+        "tts_generating_requests": ("engine requests admitted (limit: tts_max_active)", gateway.admission.active),
+        "tts_max_active": ("admission limit (--max-active)", gateway.config.max_active),
+        "tts_queued_requests": ("engine requests waiting for a batch slot", stats.get("waiting", 0)),
+        "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
+    }
+    return PlainTextResponse(gateway.metrics.render(gauges, stats), media_type="text/plain; version=0.0.4")
+
+
+def create_app(gateway: Gateway) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app):
+        start = asyncio.create_task(gateway.start())
+        yield
+        start.cancel()
+        gateway.close()
+
+    routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
+              Route("/metrics", metrics), *http_api.routes]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.gateway = gateway
+    return app
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn closes every WebSocket with 1012 at shutdown; stop listening, drain the gateway first."""
+
+    def __init__(self, gateway: Gateway, config: uvicorn.Config):
+        super().__init__(config)
+        self.gateway = gateway
+
+    async def shutdown(self, sockets=None) -> None:
+        for server in self.servers:
+            server.close()
+        await self.gateway.drain()
+        await super().shutdown(sockets)
+
+
+def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str = "info") -> uvicorn.Config:
+    # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009)
+    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
+                          ws_max_size=16 * gateway.config.max_message_bytes,
+                          timeout_graceful_shutdown=gateway.config.shutdown_grace)

@@ -1,0 +1,41 @@
+"""A real gateway server on loopback in a background thread: for tests of the gateway and its integrations."""
+import socket
+import threading
+import time
+
+import httpx
+
+from .server import GatewayServer, create_app, uvicorn_config
+from .service import Gateway, GatewayConfig
+
+
+class ServerThread:
+    def __init__(self, engine, config: GatewayConfig | None = None, log_level: str = "warning"):
+        self.gateway = Gateway(config or GatewayConfig(), lambda: engine)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        app = create_app(self.gateway)
+        self.server = GatewayServer(self.gateway, uvicorn_config(app, "127.0.0.1", self.port, self.gateway, log_level))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/tts/websocket"
+
+    def start(self, timeout: float = 120.0) -> "ServerThread":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.gateway.status not in ("ready", "failed"):
+            time.sleep(0.05)
+        if httpx.get(f"{self.url}/health").status_code != 200:
+            raise RuntimeError(f"gateway did not become ready: {self.gateway.status}")
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=60)

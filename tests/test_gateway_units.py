@@ -1,0 +1,95 @@
+"""Protocol schemas and audio conversion, without a server."""
+import numpy as np
+import pytest
+
+from gateway import protocol as p
+from gateway.audio import AudioEncoder, Resampler, to_mulaw, to_pcm16, wav_header
+
+
+def mulaw_to_pcm16(data: bytes) -> np.ndarray:
+    u = ~np.frombuffer(data, np.uint8).astype(np.int32) & 0xFF
+    magnitude = (((u & 0x0F) << 3) + 0x84 << ((u >> 4) & 0x07)) - 0x84
+    return np.where(u & 0x80, -magnitude, magnitude)
+
+
+@pytest.mark.parametrize("raw, code, context_id", [
+    ("not json", p.INVALID_JSON, None),
+    ("[1]", p.INVALID_MESSAGE, None),
+    ('{"type": "speak", "context_id": "a"}', p.UNKNOWN_TYPE, "a"),
+    ('{"type": "text", "text": "hi"}', p.INVALID_MESSAGE, None),
+    ('{"type": "text", "context_id": "a", "text": 5}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "a", "text": "x", "top_k": true}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "a", "text": "x", "temperature": 0}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "flush", "context_id": "*"}', p.INVALID_MESSAGE, None),
+    ('{"type": "end", "context_id": ""}', p.INVALID_MESSAGE, None),
+    ('{"type": "cancel", "context_id": "a", "played_ms": -1}', p.INVALID_MESSAGE, "a"),
+])
+def test_bad_client_messages_get_their_codes(raw, code, context_id):
+    with pytest.raises(p.ProtocolError) as info:
+        p.parse_client(raw)
+    assert (info.value.code, info.value.context_id) == (code, context_id)
+
+
+def test_client_messages_round_trip():
+    for msg in [p.Text("a", "Hello", voice="ryan", temperature=0.7, seed=3), p.Flush("a"), p.End("a"),
+                p.Cancel("*", 120.0), p.Keepalive(), p.Keepalive("a")]:
+        assert p.parse_client(p.encode(msg)) == msg
+    assert p.parse_client('{"type": "text", "context_id": "a", "text": "x", "future_field": 1}') == p.Text("a", "x")
+
+
+def test_server_messages_round_trip_and_binary_audio_header():
+    for msg in [p.Ready("s", 16000, "mulaw", 4, ["ryan"]), p.Flushed("a", 2), p.Done("a", 960.0),
+                p.Cancelled("a", 80.0, 160.0), p.Error(p.BUSY, "later", True, "a"),
+                p.Words("a", ["hi"], [0.0], [0.3], [0], [2]), p.Audio("a", 1, 1920, b"\x01\x02")]:
+        assert p.parse_server(p.encode(msg)) == msg
+    frame = p.pack_audio("ctx-é", 7, 48000, b"\xff\x00")
+    assert frame[:2] == bytes((1, len("ctx-é".encode()))) and frame[-2:] == b"\xff\x00"
+    assert frame[2 + frame[1]:2 + frame[1] + 8] == (7).to_bytes(4, "little") + (48000).to_bytes(4, "little")
+    assert p.parse_server(frame) == p.Audio("ctx-é", 7, 48000, b"\xff\x00")
+
+
+def test_stream_format_query():
+    assert p.StreamFormat.from_query({}) == p.StreamFormat(24000, "pcm_s16le", "binary")
+    fmt = p.StreamFormat(8000, "mulaw", "base64")
+    assert p.StreamFormat.from_query(fmt.to_query()) == fmt
+    for bad in [{"sample_rate": "44100"}, {"sample_rate": "x"}, {"encoding": "opus"}, {"audio_format": "hex"}]:
+        with pytest.raises(p.ProtocolError, match="must be one of"):
+            p.StreamFormat.from_query(bad)
+
+
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_resampling_is_the_same_in_any_chunking(rate):
+    rng = np.random.default_rng(rate)
+    x = (0.3 * rng.standard_normal(1920 * 5)).astype(np.float32)
+    whole = Resampler(rate)
+    expected = np.concatenate([whole.push(x), whole.finish()])
+    assert len(expected) == len(x) * rate // 24000
+    chunked, pieces, i = Resampler(rate), [], 0
+    while i < len(x):
+        n = int(rng.integers(1, 2500))
+        pieces.append(chunked.push(x[i:i + n]))
+        i += n
+    pieces.append(chunked.finish())
+    assert np.array_equal(np.concatenate(pieces), expected)
+    assert np.array_equal(np.concatenate([chunked.push(x), chunked.finish()]), expected)   # reusable after finish
+
+
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_resampling_keeps_the_band_and_removes_aliases(rate):
+    t = np.arange(24000) / 24000
+    r = Resampler(rate)
+    tone = np.concatenate([r.push(np.sin(2 * np.pi * 1000 * t).astype(np.float32)), r.finish()])
+    expected = np.sin(2 * np.pi * 1000 * np.arange(len(tone)) / rate)
+    assert np.abs(tone - expected)[100:-100].max() < 1e-3
+    alias = np.concatenate([r.push(np.sin(2 * np.pi * (rate / 2 + 1500) * t).astype(np.float32)), r.finish()])
+    assert np.abs(alias[100:-100]).max() < 1e-3
+
+
+def test_encodings():
+    x = np.linspace(-1.2, 1.2, 4001).astype(np.float32)
+    assert np.array_equal(mulaw_to_pcm16(to_mulaw(np.zeros(1, np.float32))), [0])
+    decoded = mulaw_to_pcm16(to_mulaw(x))
+    assert np.abs(decoded - to_pcm16(x)).max() <= 1024                   # mu-law steps are at most 1024 apart
+    encoder = AudioEncoder(8000, "mulaw")
+    assert len(encoder.encode(x[:3000]) + encoder.finish()) == 1000 and encoder.bytes_per_sample == 1
+    assert wav_header(24000, 100)[40:44] == (100).to_bytes(4, "little") and len(wav_header(16000)) == 44
