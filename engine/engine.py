@@ -19,11 +19,15 @@ from .voices import VoiceCache
 
 
 class Engine:
-    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_blocks: int | None = None,
-                 block_size: int = 16, max_prefill_tokens: int = 8192, max_text_chars: int = 5000):
+    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int = 2048,
+                 block_size: int | None = None, max_prefill_tokens: int = 8192, max_text_chars: int = 5000,
+                 use_graphs: bool | None = None):
         self.model = model
-        kv_blocks = kv_blocks or max_seqs * 256
-        self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size)
+        block_size = block_size or (64 if model.device.type == "cuda" else 16)
+        kv_blocks = max_seqs * kv_tokens_per_seq // block_size
+        self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs)
+        if self.runner.predict_stage.use_graphs:
+            self.runner.capture_all()
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, self.runner.kv)
         self.voices = VoiceCache(model)
         self.validator = Validator(model, self.voices, max_text_chars)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import LMConfig
+from .paged_attention import paged_decode
 
 
 class PagedKVCache:
@@ -32,14 +33,28 @@ class PagedKVCache:
         self.free_blocks.extend(seq.block_table)
         seq.block_table = []
 
+    def slot_of(self, seq, pos: int) -> int:
+        return seq.block_table[pos // self.block_size] * self.block_size + pos % self.block_size
+
+    def decode_layout(self, seqs, max_blocks: int):
+        """Host lists for one decode token per sequence: (slot mapping, padded block tables, context lengths)."""
+        slots = [self.slot_of(s, s.num_tokens) for s in seqs]
+        tables = [s.block_table + [0] * (max_blocks - len(s.block_table)) for s in seqs]
+        return slots, tables, [s.num_tokens + 1 for s in seqs]
+
+    def set_decode(self, slot_mapping, block_tables, context_lens) -> None:
+        """Device tensors of one decode step (static buffers when the step runs in a CUDA graph)."""
+        self.decoding = True
+        self.slot_mapping, self.block_tables, self.context_lens_t = slot_mapping, block_tables, context_lens
+
     def prepare(self, seqs, new_tokens: list[int]) -> None:
         """Set the step's layout: sequence i appends new_tokens[i] tokens after its num_tokens."""
+        self.decoding = False
         device = self.k.device
         bs = self.block_size
         slots, self.new_counts, self.context_lens = [], new_tokens, []
         for seq, n in zip(seqs, new_tokens):
-            for pos in range(seq.num_tokens, seq.num_tokens + n):
-                slots.append(seq.block_table[pos // bs] * bs + pos % bs)
+            slots += [self.slot_of(seq, pos) for pos in range(seq.num_tokens, seq.num_tokens + n)]
             self.context_lens.append(seq.num_tokens + n)
         width = -(-max(self.context_lens) // bs)
         tables = [s.block_table + [0] * (width - len(s.block_table)) for s in seqs]
@@ -58,6 +73,9 @@ class PagedKVCache:
     def attend(self, layer: int, q, k, v, scale: float):
         self.k[layer, self.slot_mapping] = k
         self.v[layer, self.slot_mapping] = v
+        if self.decoding:
+            return paged_decode(q, self.k[layer], self.v[layer], self.block_tables, self.context_lens_t, scale,
+                                self.block_size)
         b, nmax = self.q_valid.shape
         query = q.new_zeros(b, nmax, *q.shape[1:])
         query[self.q_valid] = q

@@ -1,51 +1,123 @@
-"""Runs the model stages for a batch of sequences. Per-stream device state lives in slot-indexed buffers."""
+"""Runs the model stages for a batch of sequences.
+
+Every stream owns a slot: its hidden state, pending codebook-0 id, repetition mask, sampling parameters,
+counters and codec-decoder state live in slot-indexed device buffers, so a stage needs only the slots of
+its batch. The per-frame stages (predict, talk, decode) are pure tensor functions: eager on the CPU,
+captured as CUDA graphs per batch bucket on the GPU. Slot `max_seqs` is scratch for padding rows."""
+import math
+
 import torch
 
+from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prompt import Prompt
 from .sampling import SamplingBatch, process_talker_logits, sample
 
+MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
+
 
 class ModelRunner:
-    def __init__(self, model, max_seqs: int, kv_blocks: int, block_size: int = 16):
-        self.model, self.cfg = model, model.cfg
-        tcfg, device, dtype = self.cfg.talker, model.device, model.dtype
+    def __init__(self, model, max_seqs: int, kv_blocks: int, block_size: int = 16, use_graphs: bool | None = None):
+        self.model, self.cfg, self.device = model, model.cfg, model.device
+        tcfg, dtype = self.cfg.talker, model.dtype
         self.talker = model.tts.talker
-        self.kv = PagedKVCache(tcfg, kv_blocks, block_size, dtype, device)
-        self.hidden = torch.zeros(max_seqs, tcfg.hidden_size, dtype=dtype, device=device)
-        self.frame_embed = torch.zeros_like(self.hidden)
-        self.c0 = torch.zeros(max_seqs, dtype=torch.int64, device=device)
-        self.seen = torch.zeros(max_seqs, tcfg.vocab_size, dtype=torch.bool, device=device)
-        ids = self.cfg.codec_ids
-        self.eos = ids["eos"]
-        self.suppress = torch.zeros(tcfg.vocab_size, dtype=torch.bool, device=device)
-        self.suppress[tcfg.vocab_size - 1024:] = True          # control ids: only codes 0-2047 and EOS remain
+        self.kv = PagedKVCache(tcfg, kv_blocks + 1, block_size, dtype, self.device)
+        self.kv.free_blocks.pop()                                   # the last block is the padding rows' scratch
+        self.scratch_kv_slot = kv_blocks * block_size
+        self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
+        n = max_seqs + 1
+        self.scratch = max_seqs
+        z = lambda *shape, dt=dtype: torch.zeros(*shape, dtype=dt, device=self.device)
+        self.hidden, self.frame_embed = z(n, tcfg.hidden_size), z(n, tcfg.hidden_size)
+        self.c0, self.num_c0, self.frames = z(n, dt=torch.int64), z(n, dt=torch.int64), z(n, dt=torch.int64)
+        self.seen = z(n, tcfg.vocab_size, dt=torch.bool)
+        self.params = {k: z(n, dt=dt) for k, dt in (
+            ("greedy", torch.bool), ("temperature", torch.float32), ("top_k", torch.int64), ("top_p", torch.float32),
+            ("sub_greedy", torch.bool), ("sub_temperature", torch.float32), ("sub_top_k", torch.int64),
+            ("sub_top_p", torch.float32), ("seed", torch.int64), ("penalty", torch.float32))}
+        self.eos = self.cfg.codec_ids["eos"]
+        self.suppress = z(tcfg.vocab_size, dt=torch.bool)
+        self.suppress[tcfg.vocab_size - 1024:] = True               # control ids: only codes 0-2047 and EOS remain
         self.suppress[self.eos] = False
-        self.device = device
         self.codec = model.codec.decoder
-        self.codec.allocate(max_seqs)
+        self.codec.allocate(n)
+        graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
+        buckets = buckets_up_to(max_seqs)
+        s, kvs = self.scratch, self.scratch_kv_slot
+        self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
+        self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False, kvs, 0, 1], buckets, graphs,
+                                       self.predict_stage.pool)
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
 
-    def _slots(self, seqs):
-        return torch.tensor([s.slot for s in seqs], dtype=torch.int64, device=self.device)
+    def _tensor(self, values, dtype=torch.int64):
+        return torch.tensor(values, dtype=dtype, device=self.device)
 
-    def _sample_c0(self, seqs, slots, hidden):
-        sp = [s.request.sampling for s in seqs]
-        logits = self.talker.logits(hidden)
-        logits = process_talker_logits(
-            logits, self.seen[slots],
-            torch.tensor([p.repetition_penalty for p in sp], device=self.device),
-            torch.tensor([s.eos_allowed for s in seqs], device=self.device), self.suppress, self.eos)
-        params = SamplingBatch.build([(not p.do_sample, p.temperature, p.top_k, p.top_p, s.seed, s.num_c0)
-                                      for p, s in zip(sp, seqs)], self.device)
-        c0 = sample(logits, params, codebook=0)
+    @torch.inference_mode()
+    def capture_all(self) -> None:
+        """Capture every stage for every batch bucket up front, so no stream pays for a capture."""
+        i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
+        flag = torch.zeros(0, dtype=torch.bool, device=self.device)
+        for bucket in self.predict_stage.buckets:
+            for greedy in (False, True):
+                self.predict_stage.capture(greedy, bucket, [i64()])
+                self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag, i64(), i64(self.max_blocks), i64()])
+            self.decode_stage.capture(None, bucket, [i64(), i64(16)])
+
+    # per-stream setup ------------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def start(self, seqs) -> None:
+        """New streams: sampling parameters into their slots, fresh codec state (a clone's reference primed)."""
+        slots = self._tensor([s.slot for s in seqs])
+        for key, values in zip(self.params, zip(*[self._param_row(s) for s in seqs])):
+            self.params[key][slots] = torch.tensor(values, dtype=self.params[key].dtype).to(self.device)
+        self.seen[slots] = False
+        self.num_c0[slots] = 0
+        self.frames[slots] = 0
+        self.codec.reset(slots)
+        for s in seqs:
+            if s.voice.ref_codes is not None:
+                self.codec.prime(s.voice.ref_codes.to(self.device)[None], self._tensor([s.slot]))
+
+    @staticmethod
+    def _param_row(s):
+        p = s.request.sampling
+        return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
+                p.subtalker_top_k, p.subtalker_top_p, s.seed, p.repetition_penalty)
+
+    def _sampling(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
+        g = lambda k: self.params[prefix + k][slots]
+        return SamplingBatch(g("greedy"), g("temperature"), g("top_k"), g("top_p"), self.params["seed"][slots],
+                             counter, all_greedy)
+
+    # stages ----------------------------------------------------------------------------------------------------
+    def _sample_c0(self, slots, hidden, allow_eos, all_greedy: bool):
+        logits = process_talker_logits(self.talker.logits(hidden), self.seen[slots], self.params["penalty"][slots],
+                                       allow_eos, self.suppress, self.eos)
+        c0 = sample(logits, self._sampling(slots, "", self.num_c0[slots], all_greedy), codebook=0)
         self.c0[slots] = c0
         self.seen[slots, c0] = True
         self.hidden[slots] = hidden
-        for s in seqs:
-            s.num_c0 += 1
-            s.has_c0 = True
+        self.num_c0[slots] += 1
         return c0
 
+    def _predict_core(self, all_greedy, slots):
+        c0 = self.c0[slots]
+        params = self._sampling(slots, "sub_", self.frames[slots], all_greedy)
+        codes = torch.cat([c0[:, None], self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0),
+                                                                    params)], dim=1)
+        self.frame_embed[slots] = self.talker.embed_frame(codes)
+        self.frames[slots] += 1
+        return codes
+
+    def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos, slot_mapping, block_tables, lens):
+        self.kv.set_decode(slot_mapping, block_tables, lens)
+        x = self.frame_embed[slots] + self.talker.embed_text(text_ids)
+        return self._sample_c0(slots, self.talker(x, positions, self.kv), allow_eos, all_greedy)
+
+    def _decode_core(self, _, slots, codes):
+        return self.codec.decode(codes[:, None], slots).float()
+
+    # batch entry points ----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
         counts = [p.rows.shape[0] for p in prompts]
@@ -54,50 +126,42 @@ class ModelRunner:
         self.kv.prepare(seqs, counts)
         positions = torch.cat([torch.arange(n, device=self.device) for n in counts])
         h = self.talker(torch.cat([p.rows for p in prompts]), positions, self.kv)
-        last = torch.tensor(counts, device=self.device).cumsum(0) - 1
+        last = self._tensor(counts).cumsum(0) - 1
         for s, n in zip(seqs, counts):
             s.num_tokens += n
-            self.seen[s.slot] = False
-        self._sample_c0(seqs, self._slots(seqs), h[last])
+            s.num_c0 += 1
+            s.has_c0 = True
+        allow = torch.zeros(len(seqs), dtype=torch.bool, device=self.device)       # EOS never comes first
+        self._sample_c0(self._tensor([s.slot for s in seqs]), h[last], allow, self._all_greedy(seqs))
+
+    @staticmethod
+    def _all_greedy(seqs, sub: bool = False) -> bool:
+        return all(not (s.request.sampling.subtalker_do_sample if sub else s.request.sampling.do_sample) for s in seqs)
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
         """Complete each sequence's frame: [B, 16] codes (device)."""
-        slots = self._slots(seqs)
-        c0 = self.c0[slots]
-        sp = [s.request.sampling for s in seqs]
-        params = SamplingBatch.build([(not p.subtalker_do_sample, p.subtalker_temperature, p.subtalker_top_k,
-                                       p.subtalker_top_p, s.seed, s.frames) for p, s in zip(sp, seqs)], self.device)
-        rest = self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0), params)
-        codes = torch.cat([c0[:, None], rest], dim=1)
-        self.frame_embed[slots] = self.talker.embed_frame(codes)
         for s in seqs:
             s.has_c0 = False
-        return codes
+        return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
-    def talk(self, seqs, text_ids: list[int]) -> list[int]:
-        """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (host)."""
-        slots = self._slots(seqs)
+    def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
+        """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device)."""
         for s in seqs:
             self.kv.grow(s, 1)
-        self.kv.prepare(seqs, [1] * len(seqs))
-        x = self.frame_embed[slots] + self.talker.embed_text(torch.tensor(text_ids, device=self.device))
-        positions = torch.tensor([s.num_tokens for s in seqs], device=self.device)
-        h = self.talker(x, positions, self.kv)
+        slot_mapping, tables, lens = self.kv.decode_layout(seqs, self.max_blocks)
+        c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
+                             self._tensor([s.num_tokens for s in seqs]),
+                             self._tensor([s.eos_allowed for s in seqs], torch.bool), self._tensor(slot_mapping),
+                             self._tensor(tables), self._tensor(lens))
         for s in seqs:
             s.num_tokens += 1
-        return self._sample_c0(seqs, slots, h).tolist()
+            s.num_c0 += 1
+            s.has_c0 = True
+        return c0
 
     @torch.inference_mode()
-    def start_audio(self, seqs) -> None:
-        """Fresh codec-decoder state for new streams; a voice clone's reference frames become its context."""
-        self.codec.reset(self._slots(seqs))
-        for s in seqs:
-            if s.voice.ref_codes is not None:
-                self.codec.prime(s.voice.ref_codes.to(self.device)[None], self._slots([s]))
-
-    @torch.inference_mode()
-    def decode_audio(self, seqs, codes: torch.Tensor):
-        """codes [B, T, 16] continuing each stream -> float32 PCM [B, T*1920] on the host."""
-        return self.codec.decode(codes, self._slots(seqs)).float().cpu().numpy()
+    def decode(self, seqs, codes: torch.Tensor) -> torch.Tensor:
+        """One new frame per stream [B, 16] -> float32 PCM [B, 1920] (device)."""
+        return self.decode_stage(None, self._tensor([s.slot for s in seqs]), codes)

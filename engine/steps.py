@@ -93,20 +93,21 @@ class StepLoop:
             for s, p in zip(seqs, prompts):
                 s.fed, s.eos_fed = p.consumed, p.eos_consumed
             if seqs:
-                runner.start_audio(seqs)
+                runner.start(seqs)
                 runner.prefill(seqs, prompts)
         ready = [s for s in sched.running if s.has_c0]
+        codes = pcm = c0 = None
         if ready:
             with self._stage("predict"):
                 codes = runner.predict(ready)
-            for s, row in zip(ready, codes):
-                s.pending.append(row)
-                s.frames += 1
-                if s.frames >= s.max_frames:
-                    s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
-            self.frames_total += len(ready)
+            with self._stage("decode"):
+                pcm = runner.decode(ready, codes)
+        for s in ready:
+            s.frames += 1
+            if s.frames >= s.max_frames:
+                s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         talkers, text_ids = [], []
-        for s in sched.running:
+        for s in sched.running:                 # streams with a finished frame whose next text row is here
             if s.has_c0 or s.finish_reason:
                 continue
             tid = s.next_text_id(self.pad, self.eos_text)
@@ -115,31 +116,34 @@ class StepLoop:
                 text_ids.append(tid)
         if talkers:
             with self._stage("talk"):
-                next_c0 = runner.talk(talkers, text_ids)
-            for s, c0 in zip(talkers, next_c0):
-                if c0 == self.cfg.codec_ids["eos"]:
-                    s.has_c0 = False
-                    s.finish_reason = "eos"
-        with self._stage("decode"):
+                c0 = runner.talk(talkers, text_ids)
+        with self._stage("host"):
+            self._collect(ready, codes, pcm, talkers, c0)
             self._emit_audio()
 
+    def _collect(self, ready, codes, pcm, talkers, c0) -> None:
+        """The step's only host sync: new frames and their audio to the streams, EOS checks."""
+        if ready:
+            for s, row, audio in zip(ready, codes.cpu().numpy(), pcm.cpu().numpy()):
+                s.pending.append((row, audio))
+        if talkers:
+            for s, c in zip(talkers, c0.tolist()):
+                if c == self.cfg.codec_ids["eos"]:
+                    s.has_c0 = False
+                    s.finish_reason = "eos"
+
     def _emit_audio(self) -> None:
-        groups: dict[int, list[Sequence]] = {}
-        for s in self.scheduler.running:
-            if s.pending and (len(s.pending) >= s.chunk_size() or s.finish_reason):
-                groups.setdefault(min(len(s.pending), s.chunk_size()), []).append(s)
-        for n, seqs in groups.items():
-            codes = torch.stack([torch.stack(s.pending[:n]) for s in seqs])
-            pcm = self.runner.decode_audio(seqs, codes)
-            codes = codes.cpu().numpy()
-            for i, s in enumerate(seqs):
-                del s.pending[:n]
-                final = bool(s.finish_reason) and not s.pending
-                start = s.frames - len(s.pending) - n
-                s.chunks += 1
-                s.handle.deliver(AudioChunk(pcm[i], codes[i], start, start * SAMPLES_PER_FRAME, final,
-                                            s.finish_reason if final else None))
-                if final:
-                    self.scheduler.finish(s, s.finish_reason)
-        for s in [s for s in self.scheduler.running if s.finish_reason and not s.pending]:
-            self.end(s, s.finish_reason)      # finished with every frame already sent (e.g. EOS right away)
+        for s in list(self.scheduler.running):
+            if not s.finish_reason and len(s.pending) < s.chunk_size():
+                continue
+            n = min(len(s.pending), s.chunk_size())
+            frames, s.pending = s.pending[:n], s.pending[n:]
+            final = bool(s.finish_reason) and not s.pending
+            start = s.frames - len(s.pending) - n
+            s.chunks += 1
+            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
+            audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
+            s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
+                                        s.finish_reason if final else None))
+            if final:
+                self.scheduler.finish(s, s.finish_reason)
