@@ -70,6 +70,13 @@ def to_mulaw(pcm: np.ndarray) -> bytes:
     return (~(((s < 0) << 7) | (exponent << 4) | mantissa) & 0xFF).astype(np.uint8).tobytes()
 
 
+def mulaw_to_pcm16(data: bytes) -> np.ndarray:
+    """The inverse of to_mulaw (up to its quantization): for clients and tests."""
+    u = ~np.frombuffer(data, np.uint8).astype(np.int32) & 0xFF
+    magnitude = (((u & 0x0F) << 3) + 0x84 << ((u >> 4) & 0x07)) - 0x84
+    return np.where(u & 0x80, -magnitude, magnitude).astype(np.int16)
+
+
 class AudioEncoder:
     """One continuous audio stream (an utterance) -> client bytes; finish() at its end, then reusable."""
 

@@ -1,5 +1,6 @@
 """`qwen-tts-gateway`: synth (one utterance to a WAV file), serve (the gateway), align (word timestamps)."""
 import argparse
+import os
 import sys
 import time
 
@@ -68,8 +69,9 @@ def _serve_parser(sub) -> None:
     _add_model_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", dest="api_keys", action="append", default=[], metavar="KEY",
-                   help="accept this key (repeatable); without any, no auth")
+    p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY",
+                   default=[k for k in os.environ.get("QWEN_TTS_GATEWAY_API_KEYS", "").split(",") if k],
+                   help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int, default=32,
                    help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
@@ -93,8 +95,11 @@ def serve(args) -> int:
                            args.max_message_bytes, args.max_frames, args.shutdown_grace)
     gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
                                                   dtype=args.dtype, max_seqs=args.max_active).start())
-    app = create_app(gateway)
-    GatewayServer(gateway, uvicorn_config(app, args.host, args.port, gateway, args.log_level)).run()
+    server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))
+    try:
+        server.run()
+    except KeyboardInterrupt:               # uvicorn re-raises the captured SIGINT once it has shut down gracefully
+        pass
     return 0 if gateway.status != "failed" else 1
 
 

@@ -48,7 +48,8 @@ def api(handler):
             if not gateway.authorized(request.headers, request.query_params):
                 raise ApiError(p.UNAUTHORIZED, "missing or wrong API key")
             if not gateway.ready:
-                raise ApiError(p.SHUTTING_DOWN if gateway.draining else p.NOT_READY, f"server is {gateway.status}")
+                raise ApiError(p.SHUTTING_DOWN if gateway.draining else p.NOT_READY,
+                               f"server not ready ({gateway.status}); retry shortly")
             return await handler(request, gateway)
         except (ApiError, EngineInputError, p.ProtocolError) as exc:
             return error_response(gateway, exc.code, str(exc))

@@ -2,6 +2,7 @@
 import time
 from collections import Counter, deque
 
+SAMPLES_PER_FRAME = 1920                              # 24 kHz / 12.5 Hz codec frames
 TTFA_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 RTF_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 
@@ -30,7 +31,7 @@ class Histogram:
 
 
 class FrameRate:
-    """Frames per second over a sliding window, from the engine's cumulative frame counter."""
+    """Frames per second over a sliding window, from a cumulative frame counter sampled at each scrape."""
 
     def __init__(self, window: float = 10.0):
         self.window = window
@@ -51,19 +52,22 @@ class Metrics:
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
-        self.audio_seconds = 0.0
+        self.audio_samples = 0                       # 24 kHz samples the engine delivered to the gateway
         self.frame_rate = FrameRate()
 
-    def render(self, gauges: dict[str, tuple[str, float]], engine_stats: dict) -> str:
-        lines = [f"# HELP tts_frames_per_second codec frames generated per second (last {self.frame_rate.window:.0f} s)",
-                 "# TYPE tts_frames_per_second gauge",
-                 f"tts_frames_per_second {self.frame_rate.update(engine_stats.get('frames', 0)):.3f}"]
+    @property
+    def frames(self) -> int:
+        return self.audio_samples // SAMPLES_PER_FRAME
+
+    def render(self, gauges: dict[str, tuple[str, float]]) -> str:
+        lines = [f"# HELP tts_frames_per_second codec frames generated per second (over the last "
+                 f"{self.frame_rate.window:.0f} s of scrapes)", "# TYPE tts_frames_per_second gauge",
+                 f"tts_frames_per_second {self.frame_rate.update(self.frames):.3f}"]
         for name, (text, value) in gauges.items():
             lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
-        lines += ["# HELP tts_frames_total codec frames generated", "# TYPE tts_frames_total counter",
-                  f"tts_frames_total {engine_stats.get('frames', 0)}",
-                  "# HELP tts_audio_seconds_total audio delivered to clients (24 kHz seconds)",
-                  "# TYPE tts_audio_seconds_total counter", f"tts_audio_seconds_total {self.audio_seconds:.3f}"]
+        lines += ["# HELP tts_frames_total codec frames generated (80 ms of audio each)", "# TYPE tts_frames_total counter",
+                  f"tts_frames_total {self.frames}", "# HELP tts_audio_seconds_total audio generated",
+                  "# TYPE tts_audio_seconds_total counter", f"tts_audio_seconds_total {self.audio_samples / 24000:.3f}"]
         lines += ["# HELP tts_requests_total engine requests started", "# TYPE tts_requests_total counter"]
         lines += [f'tts_requests_total{{api="{api}"}} {n}' for api, n in sorted(self.requests.items())]
         lines += ["# HELP tts_errors_total errors sent to clients", "# TYPE tts_errors_total counter"]

@@ -26,7 +26,7 @@ async def tts_websocket(ws: WebSocket) -> None:
             raise p.ProtocolError(p.UNAUTHORIZED, "missing or wrong API key")
         if not gateway.ready:
             code = p.SHUTTING_DOWN if gateway.draining else p.NOT_READY
-            raise p.ProtocolError(code, f"server is {gateway.status.replace('_', ' ')}; retry shortly")
+            raise p.ProtocolError(code, f"server not ready ({gateway.status}); retry shortly")
         fmt = p.StreamFormat.from_query(ws.query_params)
     except p.ProtocolError as exc:
         close_code = p.CLOSE_TRY_LATER if exc.code in p.RETRYABLE else p.CLOSE_POLICY
@@ -72,7 +72,7 @@ async def metrics(request: Request) -> PlainTextResponse:
         "tts_queued_requests": ("engine requests waiting for a batch slot", stats.get("waiting", 0)),
         "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
     }
-    return PlainTextResponse(gateway.metrics.render(gauges, stats), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(gateway.metrics.render(gauges), media_type="text/plain; version=0.0.4")
 
 
 def create_app(gateway: Gateway) -> Starlette:
@@ -81,7 +81,7 @@ def create_app(gateway: Gateway) -> Starlette:
         start = asyncio.create_task(gateway.start())
         yield
         start.cancel()
-        gateway.close()
+        await asyncio.to_thread(gateway.close)
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
               Route("/metrics", metrics), *http_api.routes]
@@ -91,11 +91,15 @@ def create_app(gateway: Gateway) -> Starlette:
 
 
 class GatewayServer(uvicorn.Server):
-    """uvicorn closes every WebSocket with 1012 at shutdown; stop listening, drain the gateway first."""
+    """Exits when the engine fails to load. At shutdown uvicorn would close every WebSocket with 1012 at once:
+    stop listening, then drain the gateway first."""
 
     def __init__(self, gateway: Gateway, config: uvicorn.Config):
         super().__init__(config)
         self.gateway = gateway
+
+    async def on_tick(self, counter: int) -> bool:
+        return await super().on_tick(counter) or self.gateway.status == "failed"
 
     async def shutdown(self, sockets=None) -> None:
         for server in self.servers:

@@ -81,6 +81,8 @@ class Gateway:
     async def drain(self) -> None:
         """Graceful shutdown: new work is refused; closed text gets up to shutdown_grace s to be spoken; then every
         socket's remaining contexts end with `shutting_down` and the socket closes with 1001."""
+        if self.status == "failed":
+            return
         self.status = "shutting_down"
         deadline = time.monotonic() + self.config.shutdown_grace
         while time.monotonic() < deadline and any(c.owes_audio for s in self.sessions for c in s.contexts.values()):

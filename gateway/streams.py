@@ -72,7 +72,7 @@ class EngineStream:
             self.first_audio = (now, n)
             self.metrics.ttfa.observe(now - self.started_at, self.api)
         self.samples += n
-        self.metrics.audio_seconds += n / SOURCE_RATE
+        self.metrics.audio_samples += n
         if chunk.final:
             self.finish_reason = chunk.finish_reason
             if self.first_audio and self.samples > self.first_audio[1] and chunk.finish_reason != "cancelled":

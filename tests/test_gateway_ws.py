@@ -1,0 +1,293 @@
+"""Protocol v1 end to end: a real uvicorn server on loopback, the tiny dummy engine, a real `websockets` client."""
+import asyncio
+import time
+from urllib.parse import urlencode
+
+import httpx
+import numpy as np
+import pytest
+import websockets
+
+from engine import Engine, SamplingParams, SynthesisRequest
+from gateway import protocol as p
+from gateway.audio import AudioEncoder, mulaw_to_pcm16
+from gateway.service import GatewayConfig
+from gateway.testing import ServerThread
+
+KEY = "test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+FRAMES = 12
+TERMINAL = (p.Done, p.Cancelled, p.Error)
+
+
+@pytest.fixture(scope="module")
+def server():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    config = GatewayConfig(api_keys=(KEY,), max_contexts_per_socket=3, max_active=4, context_timeout=2.0,
+                           max_frames=FRAMES)
+    srv = ServerThread(engine, config).start()
+    yield srv
+    srv.stop()
+
+
+def connect(srv, headers=AUTH, **query):
+    return websockets.connect(srv.ws_url + (f"?{urlencode(query)}" if query else ""), additional_headers=headers)
+
+
+async def recv(ws, timeout: float = 30.0):
+    return p.parse_server(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def send(ws, *messages) -> None:
+    for msg in messages:
+        await ws.send(p.encode(msg))
+
+
+async def collect(ws, ids, log=None) -> dict[str, list]:
+    """Every message per context until each of `ids` got its last one; `log` gets all messages in order."""
+    by_id, log = {i: [] for i in ids}, [] if log is None else log
+    while not all(by_id[i] and isinstance(by_id[i][-1], TERMINAL) for i in ids):
+        msg = await recv(ws)
+        log.append(msg)
+        by_id.setdefault(msg.context_id, []).append(msg)
+    return by_id
+
+
+def audio_of(messages, bytes_per_sample: int = 2) -> bytes:
+    """The context's audio, checking seq and sample_offset continuity."""
+    audio = [m for m in messages if isinstance(m, p.Audio)]
+    assert [m.seq for m in audio] == list(range(len(audio)))
+    offsets = np.cumsum([0] + [len(m.data) // bytes_per_sample for m in audio])
+    assert [m.sample_offset for m in audio] == offsets[:-1].tolist()
+    return b"".join(m.data for m in audio)
+
+
+def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "pcm_s16le", voice="ryan") -> bytes:
+    """The same request run on the engine directly, converted as the socket converts it."""
+    request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed))
+    encoder = AudioEncoder(rate, encoding)
+    return b"".join(encoder.encode(c.pcm) for c in srv.gateway.engine.submit(request).iter_blocking()) + encoder.finish()
+
+
+def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") -> None:
+    """Equal up to float rounding: batched and single runs sample the same codes, their float sums differ slightly."""
+    decode = (lambda b: np.frombuffer(b, "<i2")) if encoding == "pcm_s16le" else mulaw_to_pcm16
+    got, expected = decode(got).astype(np.int32), decode(expected).astype(np.int32)
+    tolerance = 64 if encoding == "pcm_s16le" else 1024                   # 1024: one mu-law step, at most
+    assert len(got) == len(expected) and np.abs(got - expected).max() <= tolerance
+
+
+def wait_idle(srv, timeout: float = 5.0) -> float:
+    """Seconds until the engine, admission and contexts are all empty."""
+    t0, gw = time.monotonic(), srv.gateway
+    while gw.engine.num_active or gw.admission.active or gw.open_contexts:
+        assert time.monotonic() - t0 < timeout, (gw.engine.num_active, gw.admission.active, gw.open_contexts)
+        time.sleep(0.005)
+    return time.monotonic() - t0
+
+
+def test_streamed_text_speaks_before_end_and_matches_the_engine(server):
+    pieces = ["Hel", "lo th", "ere, how", " are you do", "ing today?"]
+
+    async def run():
+        async with connect(server) as ws:
+            ready = await recv(ws)
+            assert (ready.protocol, ready.sample_rate, ready.encoding, ready.max_contexts) == (1, 24000, "pcm_s16le", 3)
+            assert "ryan" in ready.voices and ready.session_id
+            await send(ws, p.Text("a", pieces[0], voice="ryan", seed=7), *[p.Text("a", t) for t in pieces[1:]])
+            first = await recv(ws)
+            assert isinstance(first, p.Audio) and first.context_id == "a"      # before `end` was sent
+            await send(ws, p.End("a"))
+            rest = (await collect(ws, ["a"]))["a"]
+            return [first] + rest
+
+    messages = asyncio.run(run())
+    audio = audio_of(messages)
+    assert isinstance(messages[-1], p.Done) and messages[-1].audio_ms == len(audio) / 2 / 24
+    assert len(audio) == FRAMES * 1920 * 2
+    assert_same_audio(audio, engine_audio(server, "".join(pieces), seed=7))
+    wait_idle(server)
+
+
+def test_flush_continues_offsets_across_utterances_at_16k(server):
+    async def run():
+        async with connect(server, sample_rate=16000) as ws:
+            assert (await recv(ws)).sample_rate == 16000
+            await send(ws, p.Text("a", "Hello there.", voice="ryan", seed=3), p.Flush("a"), p.Flush("a"),
+                       p.Text("a", " How are you?"), p.End("a"))
+            return (await collect(ws, ["a"]))["a"]
+
+    messages = asyncio.run(run())
+    kinds = [type(m).__name__ for m in messages]
+    first_flush = kinds.index("Flushed")
+    assert kinds[first_flush:first_flush + 2] == ["Flushed", "Flushed"] and kinds[-1] == "Done"
+    assert [m.flush_id for m in messages if isinstance(m, p.Flushed)] == [1, 2]
+    audio = audio_of(messages)
+    first = audio_of(messages[:first_flush])
+    assert_same_audio(first, engine_audio(server, "Hello there.", 3, 16000))
+    assert_same_audio(audio[len(first):], engine_audio(server, " How are you?", 3, 16000))
+    assert len(audio) == 2 * FRAMES * 1280 * 2 and messages[-1].audio_ms == 2 * FRAMES * 80
+
+
+def test_base64_mulaw_at_8k(server):
+    async def run():
+        async with connect(server, sample_rate=8000, encoding="mulaw", audio_format="base64") as ws:
+            assert (await recv(ws)).encoding == "mulaw"
+            await send(ws, p.Text("m", "Good morning.", seed=5), p.End("m"))
+            return (await collect(ws, ["m"]))["m"]
+
+    messages = asyncio.run(run())
+    assert messages[-1].audio_ms == FRAMES * 80
+    assert_same_audio(audio_of(messages, 1), engine_audio(server, "Good morning.", 5, 8000, "mulaw", voice=None), "mulaw")
+
+
+def test_contexts_interleave_and_cancel_leaves_the_others_intact(server):
+    texts = {"a": "The first context speaks.", "c": "And the third one too."}
+
+    async def run():
+        async with connect(server) as ws:
+            await recv(ws)
+            await send(ws, p.Text("a", texts["a"], seed=1), p.Text("b", "The second one is cut", seed=2),
+                       p.Text("c", texts["c"], seed=3), p.End("a"), p.End("c"))
+            log = []
+            while not any(isinstance(m, p.Audio) and m.context_id == "b" for m in log):
+                log.append(await recv(ws))
+            await send(ws, p.Cancel("b", played_ms=40))
+            await collect(ws, ["a", "b", "c"], log)
+            return log
+
+    log = asyncio.run(run())
+    by_id = {i: [m for m in log if m.context_id == i] for i in "abc"}
+    cancelled = by_id["b"][-1]
+    assert isinstance(cancelled, p.Cancelled) and cancelled.played_ms == 40
+    assert cancelled.generated_ms >= 80 and cancelled.spoken_text is None
+    assert not any(m.context_id == "b" for m in log[log.index(cancelled) + 1:])
+    for i, seed in (("a", 1), ("c", 3)):
+        assert isinstance(by_id[i][-1], p.Done)
+        assert_same_audio(audio_of(by_id[i]), engine_audio(server, texts[i], seed, voice=None))
+    first_c = next(k for k, m in enumerate(log) if m.context_id == "c" and isinstance(m, p.Audio))
+    assert first_c < log.index(by_id["a"][-1])                              # generated side by side
+    wait_idle(server)
+
+
+def test_closing_the_socket_frees_every_engine_slot(server):
+    async def run():
+        ws = await connect(server)
+        await recv(ws)
+        await send(ws, *[p.Text(i, "Hello there, how are you doing", seed=k) for k, i in enumerate("xyz")])
+        started = set()
+        while started != set("xyz"):
+            started.add((await recv(ws)).context_id)
+        assert server.gateway.engine.num_active == 3
+        await ws.close()
+        return time.monotonic()
+
+    closed_at = asyncio.run(run())
+    wait_idle(server)
+    assert time.monotonic() - closed_at < 0.5            # an idle engine takes the cancels at once; a busy one next step
+
+
+def test_bad_input_gets_documented_codes_and_the_socket_stays_usable(server):
+    async def expect(ws, code, context_id=None):
+        msg = await recv(ws)
+        while isinstance(msg, p.Audio):                 # audio of a context that the error then ends
+            msg = await recv(ws)
+        assert isinstance(msg, p.Error) and (msg.code, msg.context_id) == (code, context_id), msg
+        return msg
+
+    async def run():
+        async with connect(server) as other, connect(server) as ws:
+            await recv(other), await recv(ws)
+            await send(other, p.Text("o", "Meanwhile, elsewhere.", seed=9), p.End("o"))
+            cases = [
+                ("not json", p.INVALID_JSON, None),
+                ('{"type": "speak", "context_id": "x"}', p.UNKNOWN_TYPE, "x"),
+                ('{"type": "text", "text": "hi"}', p.INVALID_MESSAGE, None),
+                (p.encode(p.Text("v", "Hi", voice="nobody")), p.UNKNOWN_VOICE, "v"),
+                (p.encode(p.Text("l", "Hi", language="klingon")), p.UNKNOWN_LANGUAGE, "l"),
+                (p.encode(p.Text("big", "x" * 70000)), p.MESSAGE_TOO_LARGE, None),
+                (b"\x01\x02", p.INVALID_MESSAGE, None),
+                (p.encode(p.Flush("nope")), p.UNKNOWN_CONTEXT, "nope"),
+                (p.encode(p.Text("v", "Again")), p.DUPLICATE_CONTEXT, "v"),
+            ]
+            for raw, code, context_id in cases:
+                await ws.send(raw)
+                error = await expect(ws, code, context_id)
+                assert error.retryable is False and error.message
+            await send(ws, p.Text("ok", "Still works.", seed=4), p.End("ok"))
+            assert isinstance((await collect(ws, ["ok"]))["ok"][-1], p.Done)
+            await send(ws, p.Text("ok", "Reused."))
+            await expect(ws, p.DUPLICATE_CONTEXT, "ok")
+            await send(ws, p.Text("e", "Ended early.", seed=4), p.End("e"), p.Text("e", " More."))
+            await expect(ws, p.CONTEXT_ENDED, "e")
+            await send(ws, *[p.Text(f"t{k}", "Hold the line", seed=k) for k in range(4)])
+            await expect(ws, p.TOO_MANY_CONTEXTS, "t3")
+            await send(ws, p.Cancel("*"))
+            ends = await collect(ws, ["t0", "t1", "t2"])
+            assert all(isinstance(m[-1], p.Cancelled) for m in ends.values())
+            return (await collect(other, ["o"]))["o"]
+
+    other = asyncio.run(run())
+    assert_same_audio(audio_of(other), engine_audio(server, "Meanwhile, elsewhere.", 9, voice=None))
+    wait_idle(server)
+
+
+def test_beyond_max_active_new_contexts_are_busy_at_once(server):
+    async def run():
+        async with connect(server) as a, connect(server) as b:
+            await recv(a), await recv(b)
+            await send(a, *[p.Text(f"a{k}", "Keep generating", seed=k) for k in range(3)])
+            await send(b, p.Text("b0", "Me too"))
+            for ws, n in ((a, 3), (b, 1)):
+                started = set()
+                while len(started) < n:
+                    started.add((await recv(ws)).context_id)
+            await send(b, p.Text("b1", "One more"))
+            busy = await recv(b)
+            while isinstance(busy, p.Audio):
+                busy = await recv(b)
+            assert isinstance(busy, p.Error) and (busy.code, busy.context_id, busy.retryable) == (p.BUSY, "b1", True)
+            await send(a, p.Cancel("*"))
+            await collect(a, ["a0", "a1", "a2"])
+            await send(b, p.Text("b2", "Now there is room.", seed=1), p.End("b2"))
+            return (await collect(b, ["b2"]))["b2"]
+
+    assert isinstance(asyncio.run(run())[-1], p.Done)
+    wait_idle(server)
+
+
+def test_auth_and_query_errors_close_the_connection(server):
+    async def refused(**kw):
+        async with connect(server, **kw) as ws:
+            error = await recv(ws)
+            await ws.wait_closed()
+            return error.code, ws.close_code
+
+    async def run():
+        assert await refused(headers={}) == (p.UNAUTHORIZED, p.CLOSE_POLICY)
+        assert await refused(headers={"Authorization": "Bearer wrong"}) == (p.UNAUTHORIZED, p.CLOSE_POLICY)
+        assert await refused(sample_rate=44100) == (p.INVALID_PARAMETER, p.CLOSE_POLICY)
+        async with connect(server, headers={}, api_key=KEY) as ws:
+            assert isinstance(await recv(ws), p.Ready)
+
+    asyncio.run(run())
+    assert httpx.post(f"{server.url}/v1/audio/speech", json={"input": "Hi"}).status_code == 401
+
+
+def test_idle_context_times_out_unless_kept_alive(server):
+    async def run():
+        async with connect(server) as ws:
+            await recv(ws)
+            await send(ws, p.Text("idle", "Waiting for more", seed=1))
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.0:                # longer than the 2 s timeout
+                await asyncio.sleep(0.5)
+                await send(ws, p.Keepalive())
+            assert server.gateway.open_contexts == 1
+            t0 = time.monotonic()
+            messages = (await collect(ws, ["idle"]))["idle"]
+            return messages[-1], time.monotonic() - t0
+
+    last, waited = asyncio.run(run())
+    assert isinstance(last, p.Error) and last.code == p.CONTEXT_TIMEOUT and 1.0 < waited < 4.0
+    wait_idle(server)
