@@ -36,6 +36,7 @@ class ModelRunner:
             ("sub_greedy", torch.bool), ("sub_temperature", torch.float32), ("sub_top_k", torch.int64),
             ("sub_top_p", torch.float32), ("seed", torch.int64), ("penalty", torch.float32))}
         self.eos = self.cfg.codec_ids["eos"]
+        self.true = torch.ones((), dtype=torch.bool, device=self.device)
         self.suppress = z(tcfg.vocab_size, dt=torch.bool)
         self.suppress[tcfg.vocab_size - 1024:] = True               # control ids: only codes 0-2047 and EOS remain
         self.suppress[self.eos] = False
@@ -95,7 +96,7 @@ class ModelRunner:
                                        allow_eos, self.suppress, self.eos)
         c0 = sample(logits, self._sampling(slots, "", self.num_c0[slots], all_greedy), codebook=0)
         self.c0[slots] = c0
-        self.seen[slots, c0] = True
+        self.seen.index_put_((slots, c0), self.true)
         self.hidden[slots] = hidden
         self.num_c0[slots] += 1
         return c0
