@@ -72,6 +72,7 @@ def _serve_parser(sub) -> None:
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY",
                    default=[k for k in os.environ.get("QWEN_TTS_GATEWAY_API_KEYS", "").split(",") if k],
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
+    p.add_argument("--max-sockets", type=int, default=1024, help="open WebSockets; beyond it new ones close with 1013")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int, default=32,
                    help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
@@ -91,8 +92,10 @@ def serve(args) -> int:
     from .service import Gateway, GatewayConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = GatewayConfig(tuple(args.api_keys), args.max_contexts_per_socket, args.max_active, args.context_timeout,
-                           args.max_message_bytes, args.max_frames, args.shutdown_grace)
+    config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
+                           max_contexts_per_socket=args.max_contexts_per_socket, max_active=args.max_active,
+                           context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
+                           max_frames=args.max_frames, shutdown_grace=args.shutdown_grace)
     gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
                                                   dtype=args.dtype, max_seqs=args.max_active).start())
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))

@@ -4,12 +4,13 @@ import asyncio
 import logging
 import time
 from collections import deque
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from engine import EngineInputError, SamplingParams, SynthesisRequest
 
 from . import protocol as p
-from .audio import SOURCE_RATE, AudioEncoder
+from .audio import AudioEncoder
 from .streams import EngineStream
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -37,20 +38,18 @@ class Context:
         fmt = session.format
         self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
         self.utterances: deque[Utterance] = deque()
-        self.text = ""                   # everything the client sent, concatenated
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
         self.last_activity = time.monotonic()
         self.changed = asyncio.Event()
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
 
     # messages (called by the session; raise ProtocolError / EngineInputError, which end the context) ------------
     def add_text(self, text: str) -> None:
         self._check_open()
         utterance = self._open_utterance()
         utterance.parts.append(text)
-        self.text += text
         if utterance.stream and not utterance.truncated:
             utterance.stream.append(text)
         self._start_next()
@@ -144,13 +143,14 @@ class Context:
         return not self.finished
 
     async def _speak(self, utterance: Utterance) -> None:
-        async for chunk in utterance.stream.chunks():
-            if self.finished:
-                return
-            self.samples_generated += len(chunk.pcm)
-            data = self.encoder.encode(chunk.pcm) + (self.encoder.finish() if chunk.final else b"")
-            if data:
-                await self.session.send_audio(self, data)
+        async with aclosing(utterance.stream.chunks()) as chunks:
+            async for chunk in chunks:
+                if self.finished:
+                    return
+                self.samples_generated += len(chunk.pcm)
+                data = self.encoder.encode(chunk.pcm) + (self.encoder.finish() if chunk.final else b"")
+                if data:
+                    await self.session.send_audio(self, data)
         if not utterance.closer:
             utterance.truncated = True
             log.info("context %s: utterance stopped by the frame cap (%s)", self.id, utterance.stream.finish_reason)

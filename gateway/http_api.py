@@ -126,7 +126,7 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     if name.lower() in gateway.engine.info["speakers"]:
         raise ApiError(VOICE_EXISTS, f"'{name}' is a built-in voice")
     try:
-        audio, rate = _read_wav(base64.b64decode(_field(body, "audio", str) or "", validate=True))
+        audio, rate = await asyncio.to_thread(_read_wav, _field(body, "audio", str) or "")
     except Exception as exc:                       # base64, RIFF and sample-format errors alike
         raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
     if not len(audio) or len(audio) > MAX_REFERENCE_SECONDS * rate:
@@ -142,9 +142,9 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     return JSONResponse({"name": name, "type": "clone"}, status_code=201)
 
 
-def _read_wav(data: bytes) -> tuple[np.ndarray, int]:
+def _read_wav(data: str) -> tuple[np.ndarray, int]:
     with tempfile.NamedTemporaryFile(suffix=".wav") as f:     # read_wav takes a path
-        f.write(data)
+        f.write(base64.b64decode(data, validate=True))
         f.flush()
         return read_wav(f.name)
 

@@ -4,6 +4,7 @@ The single source of truth: the gateway, the LiveKit and Pipecat integrations an
 docs/protocol.md describes the same rules for people."""
 import base64
 import json
+import math
 import struct
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import ClassVar, Mapping, get_type_hints
@@ -29,8 +30,7 @@ INSTRUCT_NOT_SUPPORTED, TEXT_TOO_LONG, INVALID_REQUEST = "instruct_not_supported
 RETRYABLE = frozenset({BUSY, INTERNAL, NOT_READY, SHUTTING_DOWN})
 
 # WebSocket close codes of connection errors
-CLOSE_NORMAL, CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_INTERNAL, CLOSE_TRY_LATER = \
-    1000, 1001, 1008, 1009, 1011, 1013
+CLOSE_GOING_AWAY, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_INTERNAL, CLOSE_TRY_LATER = 1001, 1008, 1009, 1011, 1013
 
 
 class ProtocolError(Exception):
@@ -213,6 +213,8 @@ def _check_field(name: str, hint, value):
     kind = kinds[allowed[0]]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise ValueError(f"field '{name}' must be {allowed[0].__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"field '{name}' must be finite")
     return float(value) if allowed[0] is float else value
 
 

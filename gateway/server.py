@@ -27,6 +27,8 @@ async def tts_websocket(ws: WebSocket) -> None:
         if not gateway.ready:
             code = p.SHUTTING_DOWN if gateway.draining else p.NOT_READY
             raise p.ProtocolError(code, f"server not ready ({gateway.status}); retry shortly")
+        if len(gateway.sessions) >= gateway.config.max_sockets:
+            raise p.ProtocolError(p.BUSY, f"server busy: {gateway.config.max_sockets} sockets are open; retry shortly")
         fmt = p.StreamFormat.from_query(ws.query_params)
     except p.ProtocolError as exc:
         close_code = p.CLOSE_TRY_LATER if exc.code in p.RETRYABLE else p.CLOSE_POLICY

@@ -19,6 +19,7 @@ log = logging.getLogger("qwen_tts_gateway")
 @dataclass
 class GatewayConfig:
     api_keys: tuple[str, ...] = ()
+    max_sockets: int = 1024
     max_contexts_per_socket: int = 16
     max_active: int = 32                 # generating requests (also the engine's max_seqs)
     context_timeout: float = 20.0

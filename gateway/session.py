@@ -1,6 +1,5 @@
 """One WebSocket: reads client messages, keeps its contexts, writes their audio and events in order."""
 import asyncio
-import base64
 import time
 import uuid
 from collections import OrderedDict
@@ -46,7 +45,10 @@ class Session:
         async with self.lock:
             if not self.closed:
                 self.closed = True
-                await self.ws.close(p.CLOSE_GOING_AWAY, reason)
+                try:
+                    await self.ws.close(p.CLOSE_GOING_AWAY, reason)
+                except Exception:
+                    pass                        # the client left first
 
     # reading -------------------------------------------------------------------------------------------------------
     async def _on_frame(self, frame: dict) -> None:
@@ -152,6 +154,8 @@ class Session:
 
     async def finish(self, ctx: Context, last: p.ServerMessage) -> None:
         """Send the context's last message (done, cancelled, error); nothing of it follows."""
+        if ctx.finished:
+            return
         self._retire(ctx)
         await self.send(last)
 

@@ -17,6 +17,7 @@ from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_
     ('{"type": "flush", "context_id": "*"}', p.INVALID_MESSAGE, None),
     ('{"type": "end", "context_id": ""}', p.INVALID_MESSAGE, None),
     ('{"type": "cancel", "context_id": "a", "played_ms": -1}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "cancel", "context_id": "a", "played_ms": NaN}', p.INVALID_MESSAGE, "a"),
 ])
 def test_bad_client_messages_get_their_codes(raw, code, context_id):
     with pytest.raises(p.ProtocolError) as info:

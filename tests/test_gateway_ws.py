@@ -23,8 +23,8 @@ TERMINAL = (p.Done, p.Cancelled, p.Error)
 @pytest.fixture(scope="module")
 def server():
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
-    config = GatewayConfig(api_keys=(KEY,), max_contexts_per_socket=3, max_active=4, context_timeout=2.0,
-                           max_frames=FRAMES)
+    config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3, max_active=4,
+                           context_timeout=2.0, max_frames=FRAMES)
     srv = ServerThread(engine, config).start()
     yield srv
     srv.stop()
@@ -78,9 +78,9 @@ def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") 
 
 
 def wait_idle(srv, timeout: float = 5.0) -> float:
-    """Seconds until the engine, admission and contexts are all empty."""
+    """Seconds until the engine, admission, contexts and sockets are all empty."""
     t0, gw = time.monotonic(), srv.gateway
-    while gw.engine.num_active or gw.admission.active or gw.open_contexts:
+    while gw.engine.num_active or gw.admission.active or gw.open_contexts or gw.sessions:
         assert time.monotonic() - t0 < timeout, (gw.engine.num_active, gw.admission.active, gw.open_contexts)
         time.sleep(0.005)
     return time.monotonic() - t0
@@ -272,6 +272,22 @@ def test_auth_and_query_errors_close_the_connection(server):
 
     asyncio.run(run())
     assert httpx.post(f"{server.url}/v1/audio/speech", json={"input": "Hi"}).status_code == 401
+
+
+def test_sockets_beyond_the_limit_close_with_1013(server):
+    wait_idle(server)
+
+    async def run():
+        sockets = [await connect(server) for _ in range(4)]
+        async with connect(server) as ws:
+            error = await recv(ws)
+            await ws.wait_closed()
+        for s in sockets:
+            await s.close()
+        return error, ws.close_code
+
+    error, close_code = asyncio.run(run())
+    assert (error.code, error.retryable, close_code) == (p.BUSY, True, p.CLOSE_TRY_LATER)
 
 
 def test_idle_context_times_out_unless_kept_alive(server):
