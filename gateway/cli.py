@@ -78,6 +78,7 @@ def _serve_parser(sub) -> None:
                    help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
     p.add_argument("--max-message-bytes", type=int, default=65536)
+    p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
     p.add_argument("--max-frames", type=int, help="cap on every utterance, in 80 ms frames (default: by text length)")
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish closed text at shutdown")
     p.add_argument("--log-level", default="info")
@@ -95,6 +96,7 @@ def serve(args) -> int:
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket, max_active=args.max_active,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
+                           max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace)
     gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
                                                   dtype=args.dtype, max_seqs=args.max_active).start())

@@ -22,6 +22,7 @@ class Utterance:
     """Text up to a flush or end; it is spoken by one engine request, started when the previous one is done."""
     first_text_at: float = field(default_factory=time.monotonic)
     parts: list[str] = field(default_factory=list)
+    chars: int = 0
     closer: p.Flush | p.End | None = None
     flush_id: int = 0
     stream: EngineStream | None = None
@@ -49,6 +50,11 @@ class Context:
     def add_text(self, text: str) -> None:
         self._check_open()
         utterance = self._open_utterance()
+        limit = self.session.gateway.config.max_utterance_chars
+        if utterance.chars + len(text) > limit:
+            raise p.ProtocolError(p.TEXT_TOO_LONG, f"an utterance holds at most {limit} characters: flush to start "
+                                                   "the next one", self.id)
+        utterance.chars += len(text)
         utterance.parts.append(text)
         if utterance.stream and not utterance.truncated:
             utterance.stream.append(text)

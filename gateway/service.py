@@ -24,6 +24,7 @@ class GatewayConfig:
     max_active: int = 32                 # generating requests (also the engine's max_seqs)
     context_timeout: float = 20.0
     max_message_bytes: int = 65536
+    max_utterance_chars: int = 5000      # the engine re-reads an utterance's whole text on every append
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
 

@@ -175,6 +175,7 @@ def test_closing_the_socket_frees_every_engine_slot(server):
         ws = await connect(server)
         await recv(ws)
         await send(ws, *[p.Text(i, "Hello there, how are you doing", seed=k) for k, i in enumerate("xyz")])
+        await send(ws, p.End("z"))                              # z generates every step; x and y wait for text
         started = set()
         while started != set("xyz"):
             started.add((await recv(ws)).context_id)
@@ -220,6 +221,8 @@ def test_bad_input_gets_documented_codes_and_the_socket_stays_usable(server):
             await expect(ws, p.DUPLICATE_CONTEXT, "ok")
             await send(ws, p.Text("e", "Ended early.", seed=4), p.End("e"), p.Text("e", " More."))
             await expect(ws, p.CONTEXT_ENDED, "e")
+            await send(ws, p.Text("long", "a " * 1500), p.Text("long", "b " * 1500))
+            await expect(ws, p.TEXT_TOO_LONG, "long")
             await send(ws, *[p.Text(f"t{k}", "Hold the line", seed=k) for k in range(4)])
             await expect(ws, p.TOO_MANY_CONTEXTS, "t3")
             await send(ws, p.Cancel("*"))
