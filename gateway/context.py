@@ -121,7 +121,7 @@ class Context:
     # the context's task -------------------------------------------------------------------------------------------
     async def run(self) -> None:
         try:
-            while await self._wait(lambda: self.utterances and (self.utterances[0].stream or self.utterances[0].closer)):
+            while await self._wait(self._head_ready):
                 head = self.utterances[0]
                 if head.stream:
                     await self._speak(head)
@@ -140,6 +140,9 @@ class Context:
             if not self.finished:
                 log.exception("context %s failed", self.id)
                 await self.session.fail(self, p.INTERNAL, "the engine failed this request; retry")
+
+    def _head_ready(self) -> bool:
+        return bool(self.utterances) and bool(self.utterances[0].stream or self.utterances[0].closer)
 
     async def _wait(self, ready) -> bool:
         """Until ready() (True) or the context is finished (False)."""

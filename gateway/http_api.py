@@ -81,10 +81,12 @@ async def speech(request: Request, gateway) -> Response:
         raise ApiError(p.INVALID_REQUEST, "'input' is required")
     if fmt not in MEDIA_TYPES:
         raise ApiError(UNSUPPORTED_FORMAT, f"response_format must be one of {', '.join(MEDIA_TYPES)}")
-    synthesis = SynthesisRequest(text=text, voice=_field(body, "voice", str), language=_field(body, "language", str, "auto"),
-                                 instruct=_field(body, "instructions", str) or None, max_frames=gateway.config.max_frames)
+    streamed = _field(body, "stream", bool, False)
+    synthesis = SynthesisRequest(text=text, voice=_field(body, "voice", str), max_frames=gateway.config.max_frames,
+                                 language=_field(body, "language", str, "auto"),
+                                 instruct=_field(body, "instructions", str) or None)
     stream = EngineStream(gateway.engine, gateway.admission, gateway.metrics, synthesis, "http")
-    if _field(body, "stream", bool, False):
+    if streamed:
         return StreamingResponse(_streamed(stream, fmt), media_type=MEDIA_TYPES[fmt])
     try:
         pcm = b"".join([to_pcm16(chunk.pcm).tobytes() async for chunk in stream.chunks()])
@@ -131,7 +133,8 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
         raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
     if not len(audio) or len(audio) > MAX_REFERENCE_SECONDS * rate:
         raise ApiError(INVALID_AUDIO, f"reference audio must be 0-{MAX_REFERENCE_SECONDS} s long")
-    ref = VoiceRef(audio.astype(np.float32), rate, _field(body, "text", str), _field(body, "x_vector_only", bool, False))
+    ref = VoiceRef(audio.astype(np.float32), rate, _field(body, "text", str),
+                   x_vector_only=_field(body, "x_vector_only", bool, False))
     try:
         await asyncio.wrap_future(gateway.engine.register_voice(name, ref))
     except (EngineInputError, ApiError):

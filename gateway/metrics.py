@@ -60,20 +60,26 @@ class Metrics:
         return self.audio_samples // SAMPLES_PER_FRAME
 
     def render(self, gauges: dict[str, tuple[str, float]]) -> str:
-        lines = [f"# HELP tts_frames_per_second codec frames generated per second (over the last "
-                 f"{self.frame_rate.window:.0f} s of scrapes)", "# TYPE tts_frames_per_second gauge",
-                 f"tts_frames_per_second {self.frame_rate.update(self.frames):.3f}"]
+        window = f"over the last {self.frame_rate.window:.0f} s of scrapes"
+        lines = _family("tts_frames_per_second", "gauge", f"codec frames generated per second ({window})",
+                        [f"tts_frames_per_second {self.frame_rate.update(self.frames):.3f}"])
         for name, (text, value) in gauges.items():
-            lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
-        lines += ["# HELP tts_frames_total codec frames generated (80 ms of audio each)", "# TYPE tts_frames_total counter",
-                  f"tts_frames_total {self.frames}", "# HELP tts_audio_seconds_total audio generated",
-                  "# TYPE tts_audio_seconds_total counter", f"tts_audio_seconds_total {self.audio_samples / 24000:.3f}"]
-        lines += ["# HELP tts_requests_total engine requests started", "# TYPE tts_requests_total counter"]
-        lines += [f'tts_requests_total{{api="{api}"}} {n}' for api, n in sorted(self.requests.items())]
-        lines += ["# HELP tts_errors_total errors sent to clients", "# TYPE tts_errors_total counter"]
-        lines += [f'tts_errors_total{{code="{code}"}} {n}' for code, n in sorted(self.errors.items())]
-        lines += ["# HELP tts_time_to_first_audio_seconds first text of an utterance to its first audio",
-                  "# TYPE tts_time_to_first_audio_seconds histogram", *self.ttfa.render("tts_time_to_first_audio_seconds", "api")]
-        lines += ["# HELP tts_real_time_factor per utterance: generation time after its first audio / its audio time",
-                  "# TYPE tts_real_time_factor histogram", *self.rtf.render("tts_real_time_factor", "api")]
+            lines += _family(name, "gauge", text, [f"{name} {value:g}"])
+        lines += _family("tts_frames_total", "counter", "codec frames generated (80 ms of audio each)",
+                         [f"tts_frames_total {self.frames}"])
+        lines += _family("tts_audio_seconds_total", "counter", "audio generated",
+                         [f"tts_audio_seconds_total {self.audio_samples / 24000:.3f}"])
+        lines += _family("tts_requests_total", "counter", "engine requests started",
+                         [f'tts_requests_total{{api="{api}"}} {n}' for api, n in sorted(self.requests.items())])
+        lines += _family("tts_errors_total", "counter", "errors sent to clients",
+                         [f'tts_errors_total{{code="{code}"}} {n}' for code, n in sorted(self.errors.items())])
+        lines += _family("tts_time_to_first_audio_seconds", "histogram",
+                         "first text of an utterance to its first audio", self.ttfa.render("tts_time_to_first_audio_seconds", "api"))
+        lines += _family("tts_real_time_factor", "histogram",
+                         "per utterance: generation time after its first chunk / the audio after it",
+                         self.rtf.render("tts_real_time_factor", "api"))
         return "\n".join(lines) + "\n"
+
+
+def _family(name: str, kind: str, text: str, samples: list[str]) -> list[str]:
+    return [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *samples]

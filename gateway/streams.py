@@ -10,7 +10,7 @@ from .protocol import BUSY, ProtocolError
 
 
 class Admission:
-    """At most `limit` requests generate at once (--max-active); beyond it a new one is refused at once, never queued."""
+    """At most `limit` requests generate at once (--max-active); a new one beyond it is refused, never queued."""
 
     def __init__(self, limit: int):
         self.limit, self.active = limit, 0

@@ -107,9 +107,10 @@ def test_clone_voice_over_the_websocket(server, voice):
     ({"input": "Hi", "voice": "alice", "language": "klingon"}, 400, "unknown_language"),
     ({"input": "Hi", "voice": "alice", "stream": "yes"}, 400, "invalid_request"),
 ])
-def test_speech_errors(http, voice, body, status, code):
+def test_speech_errors(server, http, voice, body, status, code):
     response = http.post("/v1/audio/speech", json=body)
     assert response.status_code == status and response.json()["error"]["code"] == code
+    assert server.gateway.admission.active == 0 and server.gateway.engine.num_active == 0
 
 
 def test_voice_registration_errors_and_delete(http, voice):

@@ -84,7 +84,7 @@ def test_encodings():
     x = np.linspace(-1.2, 1.2, 4001).astype(np.float32)
     assert np.array_equal(mulaw_to_pcm16(to_mulaw(np.zeros(1, np.float32))), [0])
     decoded = mulaw_to_pcm16(to_mulaw(x))
-    assert np.abs(decoded.astype(np.int32) - to_pcm16(x)).max() <= 1024                   # mu-law steps are at most 1024 apart
+    assert np.abs(decoded.astype(np.int32) - to_pcm16(x)).max() <= 1024          # mu-law steps are at most 1024
     encoder = AudioEncoder(8000, "mulaw")
     assert len(encoder.encode(x[:3000]) + encoder.finish()) == 1000 and encoder.bytes_per_sample == 1
     assert wav_header(24000, 100)[40:44] == (100).to_bytes(4, "little") and len(wav_header(16000)) == 44
