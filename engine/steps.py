@@ -102,6 +102,7 @@ class StepLoop:
                 codes = runner.predict(ready)
             with self._stage("decode"):
                 pcm = runner.decode(ready, codes)
+        self.frames_total += len(ready)
         for s in ready:
             s.frames += 1
             if s.frames >= s.max_frames:

@@ -1,0 +1,57 @@
+"""GPU time of each per-frame stage by batch size (graph replays timed with CUDA events), and what one engine
+step costs on the host: the gap between the two is launch and Python overhead."""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine import Engine  # noqa: E402
+
+
+def gpu_ms(fn, reps: int = 20) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--dummy", default="1.7B-CustomVoice")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
+    p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
+    args = p.parse_args()
+    max_b = max(args.batches)
+    engine = Engine.load(dummy=args.dummy, max_seqs=max_b)
+    r = engine.runner
+    dev = r.device
+    print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
+    print("batch  predict  talk  decode  total  | per stream-frame us")
+    for b in args.batches:
+        slots = torch.arange(b, device=dev)
+        blocks_per = -(-args.context // r.kv.block_size)
+        tables = torch.zeros(b, r.max_blocks, dtype=torch.int64, device=dev)
+        tables[:, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
+        lens = torch.full((b,), args.context, device=dev)
+        zeros = torch.zeros(b, dtype=torch.int64, device=dev)
+        mapping = tables[:, blocks_per - 1] * r.kv.block_size
+        t_pred = gpu_ms(lambda: r.predict_stage(False, slots))
+        t_talk = gpu_ms(lambda: r.talk_stage(False, slots, zeros, lens - 1, zeros.bool(), mapping, tables, lens))
+        codes = torch.randint(0, 2048, (b, 16), device=dev)
+        t_dec = gpu_ms(lambda: r.decode_stage(None, slots, codes))
+        total = t_pred + t_talk + t_dec
+        print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
