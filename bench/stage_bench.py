@@ -25,6 +25,7 @@ def gpu_ms(fn, reps: int = 20) -> float:
     return statistics.median(times)
 
 
+@torch.inference_mode()
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dummy", default="1.7B-CustomVoice")

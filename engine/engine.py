@@ -7,6 +7,7 @@ import secrets
 import threading
 import traceback
 
+from .fused import enable_compile
 from .handle import RequestHandle
 from .model import LoadedModel, load_model
 from .request import EngineInputError, SynthesisRequest, VoiceRef
@@ -21,9 +22,11 @@ from .voices import VoiceCache
 class Engine:
     def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int = 2048,
                  block_size: int | None = None, max_prefill_tokens: int = 8192, max_text_chars: int = 5000,
-                 use_graphs: bool | None = None):
+                 use_graphs: bool | None = None, compile_kernels: bool = True):
         self.model = model
         block_size = block_size or (64 if model.device.type == "cuda" else 16)
+        if model.device.type == "cuda" and compile_kernels:
+            enable_compile()
         kv_blocks = max_seqs * kv_tokens_per_seq // block_size
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs)
         if self.runner.predict_stage.use_graphs:

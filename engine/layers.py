@@ -1,13 +1,13 @@
 """The Qwen3 decoder layer, shared by the talker, the code predictor and the aligner.
 
 Tokens are packed: activations are [N, hidden] with one position per token. Attention reads and writes
-its cache through a `kv` object (paged for the talker, dense for the predictor), so the fast kernels
-switch in behind `kv.attend` without touching the layers."""
+its cache through a `kv` object (paged for the talker, dense for the predictor); the math around it is in
+fused.py. Fast kernels switch in behind `kv.attend` and `fused.ops` without touching the layers."""
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .config import LMConfig
+from .fused import ops
 
 
 class RMSNorm(nn.Module):
@@ -17,10 +17,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+        return ops["rms_norm"](x, self.weight, self.eps)
 
 
 class Rotary:
@@ -38,13 +35,6 @@ class Rotary:
         return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: [N, heads, head_dim]; cos/sin: [N, head_dim]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos[:, None] + rotated * sin[:, None]
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: LMConfig, layer_idx: int):
         super().__init__()
@@ -57,16 +47,6 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin, kv) -> torch.Tensor:
-        n = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(n, self.num_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(n, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(n, self.num_kv_heads, self.head_dim)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        o = kv.attend(self.layer_idx, q, k, v, self.head_dim ** -0.5)
-        return self.o_proj(o.reshape(n, -1))
-
-
 class MLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int):
         super().__init__()
@@ -74,8 +54,6 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
-    def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
@@ -87,8 +65,14 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, x, cos, sin, kv):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        a, m = self.self_attn, self.mlp
+        eps = self.input_layernorm.eps
+        q, k, v = ops["attention_inputs"](x, self.input_layernorm.weight, a.q_proj.weight, a.k_proj.weight,
+                                          a.v_proj.weight, a.q_norm.weight, a.k_norm.weight, cos, sin, eps, a.head_dim)
+        o = kv.attend(a.layer_idx, q, k, v, a.head_dim ** -0.5)
+        return ops["attention_output_and_mlp"](x, o.reshape(x.shape[0], -1), a.o_proj.weight,
+                                               self.post_attention_layernorm.weight, m.gate_proj.weight,
+                                               m.up_proj.weight, m.down_proj.weight, eps)
 
 
 class DecoderStack(nn.Module):

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .fused import ops, register
+
 _M32 = 0xFFFFFFFF
 
 
@@ -47,24 +49,28 @@ class SamplingBatch:
 
 def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
     """logits [B, V] float32 (already processed) -> token ids [B]."""
-    best = logits.argmax(-1)
     if p.all_greedy:
-        return best
+        return logits.argmax(-1)
+    return ops["sample_rows"](logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
+
+
+def _sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int):
+    best = logits.argmax(-1)
     vocab = logits.shape[-1]
-    scaled = logits / p.temperature.clamp_min(1e-5)[:, None]
+    scaled = logits / temperature.clamp_min(1e-5)[:, None]
     values, order = scaled.sort(-1, descending=True)
     rank = torch.arange(vocab, device=logits.device)[None]
-    k = torch.where(p.top_k > 0, p.top_k, vocab)[:, None]
+    k = torch.where(top_k > 0, top_k, vocab)[:, None]
     values = values.masked_fill(rank >= k, float("-inf"))
     probs = values.softmax(-1)
     before = probs.cumsum(-1) - probs                      # mass ranked above each token
-    probs = probs.masked_fill((before >= p.top_p[:, None]) & (rank > 0), 0.0)
-    u = uniform(p.seed, p.counter, codebook, vocab).gather(1, order)
+    probs = probs.masked_fill((before >= top_p[:, None]) & (rank > 0), 0.0)
+    u = uniform(seed, counter, codebook, vocab).gather(1, order)
     choice = (probs / -torch.log(u)).argmax(-1)            # exponential race == a multinomial draw
-    return torch.where(p.greedy, best, order.gather(1, choice[:, None])[:, 0])
+    return torch.where(greedy, best, order.gather(1, choice[:, None])[:, 0])
 
 
-def process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
+def _process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
                           allow_eos: torch.Tensor, suppress: torch.Tensor, eos: int) -> torch.Tensor:
     """Repetition penalty over generated codebook-0 ids, EOS gating, suppressed control ids (reference order)."""
     pen = penalty[:, None]
@@ -73,3 +79,11 @@ def process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: tor
     logits = logits.masked_fill(suppress[None], float("-inf"))
     eos_col = logits[:, eos].masked_fill(~allow_eos, float("-inf"))
     return torch.cat((logits[:, :eos], eos_col[:, None], logits[:, eos + 1:]), dim=1)
+
+
+register("sample_rows", _sample_rows)
+register("process_talker_logits", _process_talker_logits)
+
+
+def process_talker_logits(logits, seen, penalty, allow_eos, suppress, eos: int):
+    return ops["process_talker_logits"](logits, seen, penalty, allow_eos, suppress, eos)

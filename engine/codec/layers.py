@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..fused import ops
+
 
 class Stateful(nn.Module):
     """A layer whose per-stream state lives in non-persistent buffers of shape [slots, *shape]."""
@@ -86,9 +88,7 @@ class SnakeBeta(nn.Module):
         self.beta = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        alpha = self.alpha.exp()[:, None]
-        inv_beta = 1.0 / (self.beta.exp()[:, None] + 1e-9)
-        return x + torch.sin(x * alpha).pow(2) * inv_beta
+        return ops["snake"](x, self.alpha, self.beta)
 
 
 class ConvNeXtBlock(nn.Module):
