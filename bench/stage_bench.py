@@ -25,6 +25,22 @@ def gpu_ms(fn, reps: int = 20) -> float:
     return statistics.median(times)
 
 
+def stage_calls(r, b: int, context: int) -> dict:
+    """Zero-argument calls of each stage at batch b, with a plausible talker KV layout of `context` tokens."""
+    dev = r.device
+    slots = torch.arange(b, device=dev)
+    blocks_per = -(-context // r.kv.block_size)
+    tables = torch.zeros(b, r.max_blocks, dtype=torch.int64, device=dev)
+    tables[:, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
+    lens = torch.full((b,), context, device=dev)
+    zeros = torch.zeros(b, dtype=torch.int64, device=dev)
+    mapping = tables[:, blocks_per - 1] * r.kv.block_size
+    codes = torch.randint(0, 2048, (b, 16), device=dev)
+    return dict(predict=lambda: r.predict_stage(False, slots),
+                talk=lambda: r.talk_stage(False, slots, zeros, lens - 1, zeros.bool(), mapping, tables, lens),
+                decode=lambda: r.decode_stage(None, slots, codes))
+
+
 @torch.inference_mode()
 def main():
     p = argparse.ArgumentParser()
@@ -34,22 +50,11 @@ def main():
     args = p.parse_args()
     max_b = max(args.batches)
     engine = Engine.load(dummy=args.dummy, max_seqs=max_b)
-    r = engine.runner
-    dev = r.device
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")
     for b in args.batches:
-        slots = torch.arange(b, device=dev)
-        blocks_per = -(-args.context // r.kv.block_size)
-        tables = torch.zeros(b, r.max_blocks, dtype=torch.int64, device=dev)
-        tables[:, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
-        lens = torch.full((b,), args.context, device=dev)
-        zeros = torch.zeros(b, dtype=torch.int64, device=dev)
-        mapping = tables[:, blocks_per - 1] * r.kv.block_size
-        t_pred = gpu_ms(lambda: r.predict_stage(False, slots))
-        t_talk = gpu_ms(lambda: r.talk_stage(False, slots, zeros, lens - 1, zeros.bool(), mapping, tables, lens))
-        codes = torch.randint(0, 2048, (b, 16), device=dev)
-        t_dec = gpu_ms(lambda: r.decode_stage(None, slots, codes))
+        calls = stage_calls(engine.runner, b, args.context)
+        t_pred, t_talk, t_dec = (gpu_ms(calls[k]) for k in ("predict", "talk", "decode"))
         total = t_pred + t_talk + t_dec
         print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
 

@@ -43,15 +43,17 @@ def tiny_codec_config() -> dict:
 @torch.no_grad()
 def seed_weights(module: torch.nn.Module, seed: int) -> None:
     """Draw every float parameter and buffer from `seed`, scaled so activations stay O(1)."""
-    g = torch.Generator().manual_seed(seed)
+    g = None
     # the checkpoint's tensors only (parameters and persistent buffers), in name order
     for name, p in sorted(module.state_dict(keep_vars=True).items()):
         if not p.is_floating_point():
             continue
         leaf = name.rsplit(".", 1)[-1]
-        r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+        if g is None or g.device != p.device:
+            g = torch.Generator(p.device).manual_seed(seed)
+        r = torch.randn(p.shape, generator=g, dtype=torch.float32, device=p.device)
         if leaf == "cluster_usage":
-            v = 0.5 + torch.rand(p.shape, generator=g)
+            v = 0.5 + torch.rand(p.shape, generator=g, device=p.device)
         elif leaf in ("alpha", "beta"):                    # SnakeBeta works on log scale
             v = 0.3 * r
         elif leaf == "scale":                              # LayerScale

@@ -72,7 +72,8 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
         raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy (a variant)")
     if dummy is not None:
         cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
-        tts, codec = TTSModel(cfg), Codec(cfg.codec)
+        with torch.device(device):                     # draw the random weights where they will live
+            tts, codec = TTSModel(cfg), Codec(cfg.codec)
         seed_weights(tts, seed)
         seed_weights(codec, seed + 1)
         name = f"dummy:{dummy}"

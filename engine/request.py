@@ -53,6 +53,7 @@ class SynthesisRequest:
     text_complete: bool = True        # False: more text follows through append_text(); close_text() ends it
     non_streaming_text: bool = False  # whole text in the prompt (needs text_complete)
     chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # audio chunk sizes in frames; the last one repeats
+    adaptive_chunks: bool = True      # send early when a real-time listener's buffer runs low
 
 
 @dataclass

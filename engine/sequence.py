@@ -32,6 +32,8 @@ class Sequence:
         self.frames = 0                       # completed frames
         self.pending: list = []               # completed frames not yet decoded to audio (device rows [16])
         self.chunks = 0
+        self.first_sent_at: float | None = None   # perf_counter of the first chunk
+        self.sent_samples = 0
         self.finish_reason: str | None = None
 
     @property
@@ -65,6 +67,18 @@ class Sequence:
     def chunk_size(self) -> int:
         sizes = self.request.chunk_frames
         return sizes[min(self.chunks, len(sizes) - 1)]
+
+    def buffered_s(self, now: float) -> float:
+        """Audio a real-time player started at the first chunk still has queued."""
+        if self.first_sent_at is None:
+            return 0.0
+        return self.sent_samples / 24000 - (now - self.first_sent_at)
+
+    def should_send(self, now: float, margin_s: float) -> bool:
+        if self.finish_reason or len(self.pending) >= self.chunk_size():
+            return bool(self.pending) or bool(self.finish_reason)
+        return bool(self.pending) and self.request.adaptive_chunks and self.first_sent_at is not None \
+            and self.buffered_s(now) < margin_s
 
     @property
     def eos_allowed(self) -> bool:

@@ -23,6 +23,7 @@ class StepLoop:
         self.builder = PromptBuilder(model.cfg, model.tts.talker)
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
         self.frames_total = 0
+        self.step_s = 0.0                      # moving average of a step's wall time
         self.profile = False                  # synchronize and time each stage (benchmarks only)
         self.reset_profile()
 
@@ -87,6 +88,7 @@ class StepLoop:
     def step(self) -> None:
         runner, sched = self.runner, self.scheduler
         self.steps += 1
+        started = time.perf_counter()
         with self._stage("prefill"):
             seqs, prompts = sched.admit(lambda s: self.builder.build(
                 s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed, s.request.non_streaming_text))
@@ -120,6 +122,7 @@ class StepLoop:
                 c0 = runner.talk(talkers, text_ids)
         with self._stage("host"):
             self._collect(ready, codes, pcm, talkers, c0)
+            self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
             self._emit_audio()
 
     def _collect(self, ready, codes, pcm, talkers, c0) -> None:
@@ -134,14 +137,19 @@ class StepLoop:
                     s.finish_reason = "eos"
 
     def _emit_audio(self) -> None:
+        now = time.perf_counter()
+        margin = max(0.12, 3 * self.step_s)        # a few steps of audio must stay queued at the listener
         for s in list(self.scheduler.running):
-            if not s.finish_reason and len(s.pending) < s.chunk_size():
+            if not s.should_send(now, margin):
                 continue
             n = min(len(s.pending), s.chunk_size())
             frames, s.pending = s.pending[:n], s.pending[n:]
             final = bool(s.finish_reason) and not s.pending
             start = s.frames - len(s.pending) - n
             s.chunks += 1
+            if s.first_sent_at is None:
+                s.first_sent_at = now
+            s.sent_samples += n * SAMPLES_PER_FRAME
             codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
             audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
             s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
