@@ -19,21 +19,21 @@ def rotate(x, cos, sin):
     return x * cos[:, None] + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin[:, None]
 
 
-def attention_inputs(x, norm_w, wq, wk, wv, q_norm_w, k_norm_w, cos, sin, eps: float, head_dim: int):
-    """Pre-norm, q/k/v projections, per-head q/k RMSNorm, RoPE: x [N, H] -> q [N, h, d], k, v [N, kvh, d]."""
+def attention_inputs(x, norm_w, w_qkv, q_size: int, q_norm_w, k_norm_w, cos, sin, eps: float, head_dim: int):
+    """Pre-norm, packed q/k/v projection, per-head q/k RMSNorm, RoPE: x [N, H] -> q [N, h, d], k, v [N, kvh, d]."""
     n = x.shape[0]
-    h = rms_norm(x, norm_w, eps)
-    q = rms_norm(F.linear(h, wq).view(n, -1, head_dim), q_norm_w, eps)
-    k = rms_norm(F.linear(h, wk).view(n, -1, head_dim), k_norm_w, eps)
-    v = F.linear(h, wv).view(n, -1, head_dim)
-    return rotate(q, cos, sin), rotate(k, cos, sin), v
+    kv_size = (w_qkv.shape[0] - q_size) // 2
+    q, k, v = F.linear(rms_norm(x, norm_w, eps), w_qkv).split([q_size, kv_size, kv_size], dim=-1)
+    q = rms_norm(q.reshape(n, -1, head_dim), q_norm_w, eps)
+    k = rms_norm(k.reshape(n, -1, head_dim), k_norm_w, eps)
+    return rotate(q, cos, sin), rotate(k, cos, sin), v.reshape(n, -1, head_dim)
 
 
-def attention_output_and_mlp(x, attn, wo, norm_w, w_gate, w_up, w_down, eps: float):
-    """Output projection + residual, then the pre-norm SwiGLU MLP + residual."""
+def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float):
+    """Output projection + residual, then the pre-norm SwiGLU MLP (packed gate/up) + residual."""
     x = x + F.linear(attn, wo)
-    h = rms_norm(x, norm_w, eps)
-    return x + F.linear(F.silu(F.linear(h, w_gate)) * F.linear(h, w_up), w_down)
+    gate, up = F.linear(rms_norm(x, norm_w, eps), w_gate_up).chunk(2, dim=-1)
+    return x + F.linear(F.silu(gate) * up, w_down)
 
 
 def snake(x, alpha, beta):
@@ -51,5 +51,8 @@ def register(name: str, fn) -> None:
 
 
 def enable_compile(on: bool = True) -> None:
+    # one function serves layers of several widths and strides (the codec's snake): allow the variants
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
     for name, fn in _EAGER.items():
         ops[name] = torch.compile(fn, dynamic=True) if on else fn

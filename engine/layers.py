@@ -56,6 +56,16 @@ class MLP(nn.Module):
 
 
 
+def pack_views(*linears: nn.Linear) -> torch.Tensor:
+    packed = torch.cat([lin.weight.data for lin in linears])
+    start = 0
+    for lin in linears:
+        rows = lin.weight.shape[0]
+        lin.weight.data = packed[start:start + rows]
+        start += rows
+    return packed
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: LMConfig, layer_idx: int):
         super().__init__()
@@ -64,15 +74,22 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
+    @torch.no_grad()
+    def pack(self) -> None:
+        """One weight for q/k/v and one for gate/up (the checkpoint's tensors become views into them)."""
+        a, m = self.self_attn, self.mlp
+        self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
+        self.w_gate_up = pack_views(m.gate_proj, m.up_proj)
+
     def forward(self, x, cos, sin, kv):
         a, m = self.self_attn, self.mlp
         eps = self.input_layernorm.eps
-        q, k, v = ops["attention_inputs"](x, self.input_layernorm.weight, a.q_proj.weight, a.k_proj.weight,
-                                          a.v_proj.weight, a.q_norm.weight, a.k_norm.weight, cos, sin, eps, a.head_dim)
+        q, k, v = ops["attention_inputs"](x, self.input_layernorm.weight, self.w_qkv, a.q_proj.weight.shape[0],
+                                          a.q_norm.weight, a.k_norm.weight, cos, sin, eps, a.head_dim)
         o = kv.attend(a.layer_idx, q, k, v, a.head_dim ** -0.5)
         return ops["attention_output_and_mlp"](x, o.reshape(x.shape[0], -1), a.o_proj.weight,
-                                               self.post_attention_layernorm.weight, m.gate_proj.weight,
-                                               m.up_proj.weight, m.down_proj.weight, eps)
+                                               self.post_attention_layernorm.weight, self.w_gate_up,
+                                               m.down_proj.weight, eps)
 
 
 class DecoderStack(nn.Module):
@@ -82,6 +99,10 @@ class DecoderStack(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def pack(self) -> None:
+        for layer in self.layers:
+            layer.pack()
 
     def forward(self, x, cos, sin, kv):
         for layer in self.layers:

@@ -24,42 +24,38 @@ def paged_decode_reference(q, k_cache, v_cache, block_tables, context_lens, scal
 
 if triton is not None:
     @triton.jit
-    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale,
-                             stride_tables, max_blocks,
-                             KV_HEADS: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-                             D: tl.constexpr, BLOCK: tl.constexpr):
+    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale, stride_tables,
+                             KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
+                             BLOCK: tl.constexpr, IEEE: tl.constexpr):
+        # the GROUP query heads sharing a KV head form the rows of a small matrix product (padded to ROWS)
         b = tl.program_id(0)
         kvh = tl.program_id(1)
         length = tl.load(lens_ptr + b)
-        rows = tl.arange(0, GROUP_PAD)
+        rows = tl.arange(0, ROWS)
         dims = tl.arange(0, D)
         row_ok = rows < GROUP
-        heads = kvh * GROUP + rows
-        q = tl.load(q_ptr + (b * KV_HEADS * GROUP + heads)[:, None] * D + dims[None, :], mask=row_ok[:, None],
-                    other=0.0).to(tl.float32)
-        m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-        s = tl.zeros([GROUP_PAD], tl.float32)
-        acc = tl.zeros([GROUP_PAD, D], tl.float32)
+        q_offs = (b * KV_HEADS * GROUP + kvh * GROUP + rows)[:, None] * D + dims[None, :]
+        q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
+        m = tl.full([ROWS], float("-inf"), tl.float32)
+        s = tl.zeros([ROWS], tl.float32)
+        acc = tl.zeros([ROWS, D], tl.float32)
         tokens = tl.arange(0, BLOCK)
+        precision: tl.constexpr = "ieee" if IEEE else "tf32"
         for i in range(0, tl.cdiv(length, BLOCK)):
             block = tl.load(tables_ptr + b * stride_tables + i)
-            pos = i * BLOCK + tokens
-            live = pos < length
-            slot = block * BLOCK + tokens
-            offs = (slot * KV_HEADS + kvh)[:, None] * D + dims[None, :]
-            k = tl.load(k_ptr + offs, mask=live[:, None], other=0.0).to(tl.float32)
-            v = tl.load(v_ptr + offs, mask=live[:, None], other=0.0).to(tl.float32)
-            scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale
+            live = i * BLOCK + tokens < length
+            offs = ((block * BLOCK + tokens) * KV_HEADS + kvh)[:, None] * D + dims[None, :]
+            k = tl.load(k_ptr + offs, mask=live[:, None], other=0.0)
+            v = tl.load(v_ptr + offs, mask=live[:, None], other=0.0)
+            scores = tl.dot(q, tl.trans(k), input_precision=precision) * scale
             scores = tl.where(live[None, :], scores, float("-inf"))
             m_new = tl.maximum(m, tl.max(scores, axis=1))
             alpha = tl.exp(m - m_new)
             p = tl.exp(scores - m_new[:, None])
             s = s * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=precision)
             m = m_new
-        out = acc / s[:, None]
-        tl.store(o_ptr + (b * KV_HEADS * GROUP + heads)[:, None] * D + dims[None, :],
-                 out.to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
+        tl.store(o_ptr + q_offs, (acc / s[:, None]).to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
 USE_KERNEL = True      # False: the torch reference everywhere (GPU equivalence checks)
@@ -73,7 +69,7 @@ def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, block_s
     group = heads // kv_heads
     out = torch.empty_like(q)
     _paged_decode_kernel[(b, kv_heads)](q.contiguous(), k_cache, v_cache, out, block_tables, context_lens, scale,
-                                        block_tables.stride(0), block_tables.shape[1], KV_HEADS=kv_heads,
-                                        GROUP=group, GROUP_PAD=max(2, triton.next_power_of_2(group)), D=d,
-                                        BLOCK=block_size)
+                                        block_tables.stride(0), KV_HEADS=kv_heads, GROUP=group,
+                                        ROWS=max(16, triton.next_power_of_2(group)), D=d, BLOCK=block_size,
+                                        IEEE=q.dtype == torch.float32)
     return out
