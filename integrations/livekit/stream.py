@@ -1,0 +1,100 @@
+"""One SynthesizeStream is one gateway context: pushed text -> `text`, a flush -> `flush`, end of input -> `end`;
+audio, word timings and the context's end come back on its queue. A cancelled stream (an interruption) sends
+`cancel` and leaves the shared socket open."""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from livekit.agents import APIConnectionError, APIError, APIStatusError, APITimeoutError, tts, utils
+from livekit.agents.voice.io import TimedString
+
+from gateway import protocol as p
+
+from ..client import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, Context, GatewayError
+
+if TYPE_CHECKING:
+    from .tts import QwenTTS
+
+STATUS = {p.UNAUTHORIZED: 401, p.BUSY: 503, p.NOT_READY: 503, p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
+
+
+def api_error(exc: GatewayError) -> APIError:
+    """LiveKit's error types, so that its retries follow the gateway's `retryable` (4xx statuses are never retried)."""
+    if exc.code == TIMEOUT:
+        return APITimeoutError(exc.message)
+    if exc.code in (CONNECTION_FAILED, CONNECTION_LOST):
+        return APIConnectionError(exc.message, retryable=exc.retryable)
+    return APIStatusError(exc.message, status_code=STATUS.get(exc.code, 500 if exc.retryable else 400),
+                          body={"code": exc.code}, retryable=exc.retryable)
+
+
+class Transcript:
+    """The context's text as sent, cut at each timed word's end, so the TimedStrings join to exactly that text."""
+
+    def __init__(self):
+        self.text, self.cursor, self.last_end = "", 0, None
+
+    def timed(self, words: p.Words) -> list[TimedString]:
+        pieces = []
+        for start, end, char_end in zip(words.start, words.end, words.char_end):
+            if char_end > self.cursor:
+                pieces.append(TimedString(self.text[self.cursor:char_end], start_time=start, end_time=end))
+                self.cursor, self.last_end = char_end, end
+        return pieces
+
+    def rest(self) -> list[TimedString]:
+        """What follows the last timed word (punctuation, spaces), once the context is done."""
+        if self.last_end is None or self.cursor >= len(self.text):
+            return []
+        piece, self.cursor = self.text[self.cursor:], len(self.text)
+        return [TimedString(piece, start_time=self.last_end, end_time=self.last_end)]
+
+
+class QwenSynthesizeStream(tts.SynthesizeStream):
+    def __init__(self, *, tts: QwenTTS, conn_options):
+        super().__init__(tts=tts, conn_options=conn_options)
+        self._client, self._options = tts._client, dict(tts._options)
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        try:
+            ctx = await self._client.open_context(**self._options)
+        except GatewayError as exc:
+            raise api_error(exc) from None
+        output_emitter.initialize(request_id=ctx.id, sample_rate=self._tts.sample_rate, num_channels=1,
+                                  mime_type="audio/pcm", stream=True)
+        output_emitter.start_segment(segment_id=ctx.id)
+        transcript = Transcript()
+        sender = asyncio.create_task(self._send_input(ctx, transcript))
+        try:
+            while not isinstance(msg := await ctx.receive(self._conn_options.timeout if sender.done() else None),
+                                 p.Done):
+                if isinstance(msg, p.Audio):
+                    output_emitter.push(msg.data)
+                elif isinstance(msg, p.Words):
+                    output_emitter.push_timed_transcript(transcript.timed(msg))
+                elif isinstance(msg, p.Error):
+                    raise GatewayError(msg.code, msg.message, msg.retryable)
+                elif isinstance(msg, p.Cancelled):
+                    raise GatewayError(p.INTERNAL, "the gateway cancelled the context", False)
+            output_emitter.push_timed_transcript(transcript.rest())
+        except GatewayError as exc:
+            raise api_error(exc) from None
+        finally:
+            sender.cancel()
+            ctx.cancel()
+            await utils.aio.cancel_and_wait(sender)
+
+    async def _send_input(self, ctx: Context, transcript: Transcript) -> None:
+        """Input to the gateway; a send failure also ends the context on its queue, where _run reports it."""
+        try:
+            async for data in self._input_ch:
+                if isinstance(data, self._FlushSentinel):
+                    await ctx.flush()
+                    continue
+                self._mark_started()
+                transcript.text += data
+                await ctx.text(data)
+            await ctx.end()
+        except GatewayError:
+            pass
