@@ -7,6 +7,8 @@ import secrets
 import threading
 import traceback
 
+import torch
+
 from .fused import enable_compile
 from .handle import RequestHandle
 from .model import LoadedModel, load_model
@@ -25,8 +27,10 @@ class Engine:
                  use_graphs: bool | None = None, compile_kernels: bool = True):
         self.model = model
         block_size = block_size or (64 if model.device.type == "cuda" else 16)
-        if model.device.type == "cuda" and compile_kernels:
-            enable_compile()
+        if model.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True       # fixed shapes per graph bucket: pick the fastest convs
+            if compile_kernels:
+                enable_compile()
         kv_blocks = max_seqs * kv_tokens_per_seq // block_size
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs)
         if self.runner.predict_stage.use_graphs:

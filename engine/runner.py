@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from .fused import maybe_compile
 from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prompt import Prompt
@@ -45,10 +46,10 @@ class ModelRunner:
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
         s, kvs = self.scratch, self.scratch_kv_slot
-        self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
+        self.predict_stage = StagedGraphs(maybe_compile(self._predict_core), [s], buckets, graphs)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False, kvs, 0, 1], buckets, graphs,
                                        self.predict_stage.pool)
-        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
+        self.decode_stage = StagedGraphs(maybe_compile(self._decode_core), [s, 0], buckets, graphs)
 
     def _tensor(self, values, dtype=torch.int64):
         return torch.tensor(values, dtype=dtype, device=self.device)
