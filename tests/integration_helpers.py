@@ -15,9 +15,12 @@ from gateway.testing import ServerThread
 KEY = "integration-key"
 
 
-def serve(port: int = 0, **config) -> ServerThread:
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
-    srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_active=4, **config))
+def tiny_engine() -> Engine:
+    return Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+
+
+def serve(port: int = 0, engine: Engine | None = None, **config) -> ServerThread:
+    srv = ServerThread(engine or tiny_engine(), GatewayConfig(api_keys=(KEY,), max_active=4, **config))
     if port:                                    # a restart on the same port (ServerThread binds a free one)
         srv.sock.close()
         srv.sock, srv.port = socket.create_server(("127.0.0.1", port)), port
