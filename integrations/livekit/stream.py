@@ -11,7 +11,8 @@ from livekit.agents.voice.io import TimedString
 
 from gateway import protocol as p
 
-from ..client import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, Context, GatewayError
+from ..client import Context
+from ..connection import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, GatewayError
 
 if TYPE_CHECKING:
     from .tts import QwenTTS

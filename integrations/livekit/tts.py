@@ -1,7 +1,8 @@
 """QwenTTS: a LiveKit Agents streaming TTS speaking through the gateway, all streams sharing one socket."""
 from livekit.agents import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr, tts, utils
 
-from ..client import Endpoint, GatewayClient, gateway_language, speech_options
+from ..client import GatewayClient
+from ..connection import Endpoint, gateway_language, speech_options
 from .stream import QwenSynthesizeStream
 
 

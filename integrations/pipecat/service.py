@@ -5,7 +5,6 @@ loop turns audio into TTSAudioRawFrames and `words` into word timestamps. A sett
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
-from loguru import logger
 from pipecat.frames.frames import ErrorFrame, Frame, TTSAudioRawFrame, TTSStoppedFrame
 from pipecat.processors.frame_processor import FrameProcessorSetup
 from pipecat.services.settings import TTSSettings
@@ -17,9 +16,10 @@ from websockets.protocol import State
 
 from gateway import protocol as p
 
-from ..client import SPEECH_OPTIONS, TERMINAL, Endpoint, GatewayError, gateway_language, handshake, speech_options
+from ..connection import (SPEECH_OPTIONS, TERMINAL, Endpoint, GatewayError, gateway_language, open_socket,
+                          server_messages, speech_options)
 
-CONTEXT_SETTINGS = {"voice", "language", "instruct", "model"}
+CONTEXT_SETTINGS = {"voice", "language", "instruct"}
 
 
 @dataclass
@@ -82,20 +82,11 @@ class QwenTTSService(WebsocketTTSService):
         if self._websocket and self._websocket.state is State.OPEN:
             return
         try:
-            ws = await self._websocket_connect(self._endpoint.url, additional_headers=self._endpoint.headers,
-                                               open_timeout=self._timeout)
-            try:
-                await handshake(ws, self._timeout)
-            except GatewayError:
-                await ws.close()
-                raise
-        except (GatewayError, OSError, TimeoutError) as exc:
-            retryable = not isinstance(exc, GatewayError) or exc.retryable
-            await self.push_error(f"{self}: cannot connect to {self._endpoint.url}: {exc}", exception=exc,
-                                  force_treat_as_permanent=not retryable)
+            self._websocket, _ = await open_socket(self._endpoint, self._timeout, self._websocket_connect)
+        except GatewayError as exc:
+            await self.push_error(f"{self}: {exc}", exception=exc, force_treat_as_permanent=not exc.retryable)
             await self._call_event_handler("on_connection_error", str(exc))
             return
-        self._websocket = ws
         self._started.clear()
         await self._call_event_handler("on_connected")
 
@@ -143,7 +134,10 @@ class QwenTTSService(WebsocketTTSService):
 
     async def _send_if_started(self, msg: p.End | p.Cancel) -> None:
         if msg.context_id in self._started and self._websocket:
-            await self._websocket.send(p.encode(msg))
+            try:
+                await self._websocket.send(p.encode(msg))
+            except ConnectionClosed:            # the context ended with the socket; the receive loop reconnects
+                pass
 
     async def _update_settings(self, delta: QwenTTSSettings):
         changed = await super()._update_settings(delta)
@@ -157,12 +151,7 @@ class QwenTTSService(WebsocketTTSService):
 
     # receiving ----------------------------------------------------------------------------------------------------
     async def _receive_messages(self):
-        async for frame in self._websocket:
-            try:
-                msg = p.parse_server(frame)
-            except (KeyError, TypeError, ValueError) as exc:       # a newer server's message, or a malformed one
-                logger.warning(f"{self}: skipping a gateway message: {exc!r}")
-                continue
+        async for msg in server_messages(self._websocket):
             await self._on_message(msg)
 
     async def _on_message(self, msg: p.ServerMessage) -> None:
