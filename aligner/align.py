@@ -1,0 +1,143 @@
+"""Word timestamps: `<|audio_start|><|audio_pad|>*n<|audio_end|>w1<timestamp><timestamp>w2...`, one forward, the
+argmax class at every `<timestamp>` times 80 ms, then the reference's repair of non-monotone values."""
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.dummy import seed_weights
+from engine.text_tokenizer import TextTokenizer
+from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
+
+from .audio_encoder import audio_tokens
+from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
+from .features import HOP, SAMPLE_RATE, log_mel
+from .model import AlignerModel
+from .text import segment
+
+
+@dataclass
+class Word:
+    word: str
+    start: float          # seconds
+    end: float
+    char_start: int       # span in the text
+    char_end: int
+
+
+def repair(values: list[float]) -> list[int]:
+    """Keep the longest non-decreasing subsequence (on ties: the earliest predecessor and the earliest end); a run
+    of at most 2 other values takes its nearer kept neighbour's value (the left one when equally near), a longer
+    run is interpolated between its neighbours (or copies the one it has); integers, truncated."""
+    n = len(values)
+    v = np.asarray(values, dtype=np.float64)
+    best, prev = np.ones(n, dtype=np.int64), np.full(n, -1)
+    for i in range(1, n):
+        candidates = np.where(v[:i] <= v[i], best[:i], 0)
+        j = int(candidates.argmax())
+        if candidates[j]:
+            best[i], prev[i] = candidates[j] + 1, j
+    kept, i = np.zeros(n, dtype=bool), int(best.argmax())
+    while i >= 0:
+        kept[i], i = True, prev[i]
+    out, i = list(map(float, values)), 0
+    while i < n:
+        if kept[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and not kept[j]:
+            j += 1
+        left = out[i - 1] if i > 0 else None                 # run neighbours are kept values
+        right = out[j] if j < n else None
+        for k in range(i, j):
+            if left is None or right is None:
+                out[k] = right if left is None else left
+            elif j - i <= 2:
+                out[k] = left if k - i + 1 <= j - k else right
+            else:
+                out[k] = left + (right - left) / (j - i + 1) * (k - i + 1)
+        i = j
+    return [int(x) for x in out]
+
+
+class Aligner:
+    def __init__(self, model: AlignerModel, tokenizer: TextTokenizer, name: str):
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.cfg = model.cfg
+        self.device = model.thinker.lm_head.weight.device
+
+    @classmethod
+    def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None,
+             seed: int = 0) -> "Aligner":
+        """`model`: a checkpoint directory or hub id; or `dummy`: 'published' (the real config) or 'tiny'."""
+        device, dtype = default_device_dtype(device, dtype)
+        if (model is None) == (dummy is None):
+            raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy")
+        if dummy is not None:
+            if dummy not in ("published", "tiny"):
+                raise ModelLoadError(f"unknown dummy aligner '{dummy}'; choose published or tiny")
+            cfg = AlignerConfig.from_dict(published_config() if dummy == "published" else tiny_config())
+            with torch.device(device):
+                net = AlignerModel(cfg)
+            seed_weights(net, seed)
+            path, name = PUBLISHED, f"dummy:{dummy}"
+        else:
+            path, name = resolve_aligner_dir(model), str(model)
+            net = AlignerModel(AlignerConfig.load(path))
+            load_checkpoint(net, path)
+        tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
+        net = net.to(device, dtype).eval()
+        net.thinker.model.pack()
+        return cls(net, tokenizer, name)
+
+    def align(self, audio: np.ndarray, text: str, language: str) -> list[Word]:
+        """16 kHz mono float32 audio and its transcript -> one Word per unit of `text`, in seconds (ms rounded)."""
+        units = segment(text, language)
+        spans = self.align_units([(audio, [u.text for u in units])])[0]
+        return [Word(u.text, s, e, u.start, u.end) for u, (s, e) in zip(units, spans)]
+
+    def align_units(self, items: list[tuple[np.ndarray, list[str]]]) -> list[list[tuple[float, float]]]:
+        """A batch of (16 kHz audio, word units) -> (start, end) seconds per unit, in one forward."""
+        todo = [i for i, (_, units) in enumerate(items) if units]
+        out = [[] for _ in items]
+        if not todo:
+            return out
+        mels, ids = [], []
+        for i in todo:
+            audio, units = items[i]
+            if len(audio) < HOP:
+                raise ValueError(f"audio of {len(audio)} samples is too short to align (at least {HOP})")
+            peak = float(np.abs(audio).max())
+            audio = np.clip(audio / peak if peak > 1.0 else audio, -1.0, 1.0).astype(np.float32)
+            mels.append(log_mel(torch.from_numpy(audio).to(self.device), self.cfg.audio.num_mel_bins))
+            ids.append(self._input_ids(audio_tokens(len(audio) // HOP, self.model.thinker.audio_tower.chunk), units))
+        for i, classes in zip(todo, self.model.classify(mels, ids)):
+            ms = repair([c * self.cfg.segment_ms for c in classes.tolist()])
+            out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
+        return out
+
+    def _input_ids(self, n_audio: int, units: list[str]) -> list[int]:
+        c, ts = self.cfg, self.cfg.timestamp_token
+        ids = [c.audio_start] + [c.audio_token] * n_audio + [c.audio_end]
+        for unit in units:
+            ids += self.tokenizer.encode(unit) + [ts, ts]
+        return ids
+
+
+def resolve_aligner_dir(model: str) -> Path:
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ModelLoadError(f"{path} is not a Qwen3-ForcedAligner checkpoint directory (config.json expected)")
+        return path
+    if path.exists() or model.count("/") != 1:
+        raise ModelLoadError(f"aligner '{model}' is neither a checkpoint directory nor a hub repo id (owner/name), "
+                             "e.g. Qwen/Qwen3-ForcedAligner-0.6B; or use a dummy aligner")
+    try:
+        from huggingface_hub import snapshot_download
+        return Path(snapshot_download(model))
+    except Exception as exc:
+        raise ModelLoadError(f"aligner '{model}' is not a local directory and could not be fetched from the hub "
+                             f"({exc.__class__.__name__}: {exc}); download it and pass its directory") from None

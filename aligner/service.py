@@ -1,0 +1,85 @@
+"""The alignment worker: one thread owns the aligner (on the engine's device, in its own CUDA stream) and runs the
+jobs of every context in batches. Callers never wait on it: submit() returns a Future at once, and a full queue
+or a failed batch fails the Future (the caller then goes on without word timestamps)."""
+import queue
+import threading
+import time
+from concurrent.futures import Future
+
+import numpy as np
+import torch
+
+from .features import SAMPLE_RATE
+
+
+class AlignmentUnavailable(RuntimeError):
+    pass
+
+
+class AlignmentService:
+    def __init__(self, aligner, max_batch: int = 32, max_batch_seconds: float = 600.0, max_queue: int = 256):
+        """`aligner`: anything with align_units([(16 kHz audio, [unit, ...]), ...]) -> [[(start, end), ...], ...]."""
+        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * SAMPLE_RATE)
+        self.jobs: queue.Queue = queue.Queue(max_queue)
+        self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
+        self.stats = dict(batches=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, failed=0, rejected=0)
+
+    def start(self) -> "AlignmentService":
+        self.thread.start()
+        return self
+
+    def submit(self, audio: np.ndarray, units: list[str]) -> Future:
+        future = Future()
+        try:
+            self.jobs.put_nowait((audio, units, future))
+        except queue.Full:
+            self.stats["rejected"] += 1
+            future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
+        return future
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            self.jobs.put(None)
+            self.thread.join(timeout=10)
+
+    def _run(self) -> None:
+        device = getattr(self.aligner, "device", torch.device("cpu"))
+        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        with torch.cuda.stream(stream):               # None (CPU): no-op
+            while (batch := self._next_batch()) is not None:
+                self._align(batch)
+
+    def _next_batch(self) -> list | None:
+        first = self.jobs.get()
+        if first is None:
+            return None
+        batch, samples = [first], len(first[0])
+        while len(batch) < self.max_batch and samples < self.max_samples:
+            try:
+                item = self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:                      # stop after this batch
+                self.jobs.put(None)
+                break
+            batch.append(item)
+            samples += len(item[0])
+        return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
+
+    def _align(self, batch: list) -> None:
+        if not batch:
+            return
+        t0 = time.perf_counter()
+        try:
+            results = self.aligner.align_units([(audio, units) for audio, units, _ in batch])
+        except Exception as exc:
+            self.stats["failed"] += len(batch)
+            for *_, future in batch:
+                future.set_exception(AlignmentUnavailable(f"alignment failed: {exc.__class__.__name__}: {exc}"))
+            return
+        self.stats["busy_seconds"] += time.perf_counter() - t0
+        self.stats["batches"] += 1
+        self.stats["jobs"] += len(batch)
+        self.stats["audio_seconds"] += sum(len(audio) for audio, *_ in batch) / SAMPLE_RATE
+        for (*_, future), result in zip(batch, results):
+            future.set_result(result)

@@ -1,0 +1,124 @@
+"""Streaming word timestamps for one context: which words are settled, given its text and audio so far.
+
+The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
+chunks (24 kHz, as the engine makes it). The speaking utterance is aligned over a window: its audio from the end
+of the last settled word, and its text from that word on. A word settles when it is not the text's last unit (the
+text may still grow it) and it ends at least `margin` s before the window's audio does (its neighbours are
+spoken), or once the utterance's audio is complete (then every word of it settles). Settled words are final:
+never resent, in order, times cumulative from the context's first sample, spans into the context's text."""
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gateway.audio import SOURCE_RATE, Resampler
+
+from .align import Word
+from .features import HOP, SAMPLE_RATE
+from .text import Unit, segment
+
+GUARD = 0.16        # provisional words end at least this long before their alignment's audio does
+
+
+@dataclass
+class Job:
+    audio: np.ndarray          # 16 kHz: the window
+    units: list[Unit]          # the window's text units, spans into the context's text
+    start: float               # window start, seconds from the context's first sample
+    final: bool                # the utterance's audio is complete: every unit settles
+
+
+@dataclass
+class _Utterance:
+    index: int                 # which utterance of the context
+    time: float                # its start, seconds from the context's first sample
+    audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))   # 16 kHz, from the window start
+    window: int = 0            # window start, 16 kHz samples from the utterance's start
+    samples: int = 0           # 24 kHz samples so far
+    aligned: int = 0           # the utterance's 16 kHz samples when its last job was made
+    text_end: int | None = None   # set when its audio is complete
+
+
+class WordStream:
+    def __init__(self, language: str = "auto", margin: float = 0.4, step: float = 0.24, min_audio: float = 0.24):
+        self.language, self.margin = language, margin
+        self.step, self.min_audio = int(step * SAMPLE_RATE), int(min_audio * SAMPLE_RATE)
+        self.text = ""
+        self.bounds: list[int] = []          # where each closed utterance's text ends
+        self.words: list[Word] = []          # settled
+        self.provisional: list[Word] = []    # the last alignment's unsettled words, up to GUARD before its end
+        self.resampler = Resampler(SAMPLE_RATE, SOURCE_RATE)
+        self.utterances = deque([_Utterance(0, 0.0)])   # head: being aligned; tail: receiving audio
+        self.settled_char = 0                # end of the last settled word
+
+    # input ---------------------------------------------------------------------------------------------------------
+    def add_text(self, text: str) -> None:
+        self.text += text
+
+    def close_utterance(self) -> None:
+        self.bounds.append(len(self.text))
+
+    def add_audio(self, pcm: np.ndarray) -> None:
+        u = self.utterances[-1]
+        u.samples += len(pcm)
+        u.audio = np.concatenate([u.audio, self.resampler.push(pcm)])
+
+    def end_audio(self) -> None:
+        """The utterance's audio is complete; audio after this belongs to the next utterance."""
+        u = self.utterances[-1]
+        u.audio = np.concatenate([u.audio, self.resampler.finish()])
+        u.text_end = self._text_end(u.index)
+        self.utterances.append(_Utterance(u.index + 1, u.time + u.samples / SOURCE_RATE))
+
+    # alignment -----------------------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> bool:
+        """Audio of a complete utterance is not settled yet."""
+        return self.utterances[0].text_end is not None
+
+    def job(self) -> Job | None:
+        """The next window to align, or None when nothing new is worth aligning."""
+        u = self.utterances[0]
+        final = u.text_end is not None
+        total = u.window + len(u.audio)
+        if not final and (len(u.audio) < self.min_audio or total - u.aligned < self.step):
+            return None
+        start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
+        end = u.text_end if final else self._text_end(u.index)
+        units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
+        u.aligned = total
+        job = Job(u.audio.copy(), units, u.time + u.window / SAMPLE_RATE, final)
+        if final and (not units or len(u.audio) < HOP):   # nothing to align: settle at once
+            self.apply(job, [(0.0, 0.0)] * len(units))
+            return self.job()
+        return job if units else None
+
+    def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
+        """Take an alignment of `job` ((start, end) s per unit, from the window start); returns the words it settles."""
+        u, duration = self.utterances[0], len(job.audio) / SAMPLE_RATE
+        words = [Word(self.text[x.start:x.end], job.start + min(s, duration), job.start + min(e, duration),
+                      x.start, x.end) for x, (s, e) in zip(job.units, spans)]
+        closed = job.final or len(self.bounds) > u.index
+        n = len(words)
+        if not job.final:
+            limit, n = job.start + duration - self.margin, 0
+            while n < len(words) - (not closed) and words[n].end <= limit:
+                n += 1
+        settled, rest = words[:n], words[n:]
+        self.words += settled
+        self.provisional = [w for w in rest if w.end <= job.start + duration - GUARD]
+        if settled:
+            self.settled_char = settled[-1].char_end
+        if job.final:
+            self.utterances.popleft()
+        elif settled:
+            cut = min(len(u.audio), max(0, round((settled[-1].end - job.start) * SAMPLE_RATE)))
+            u.audio, u.window = u.audio[cut:], u.window + cut
+        return settled
+
+    def known_words(self) -> list[Word]:
+        """Settled words, then the provisional ones: what a barge-in can count on."""
+        return self.words + self.provisional
+
+    def _text_end(self, index: int) -> int:
+        return self.bounds[index] if len(self.bounds) > index else len(self.text)

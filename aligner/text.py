@@ -1,0 +1,104 @@
+"""Word units as the forced aligner's processor cuts them, with each unit's character span in the original text.
+
+- Japanese: nagisa's morphemes; Korean: soynlp's LTokenizer with the reference's word scores (optional extra
+  `aligner`). Both normalize (NFKC), so their units are located back in the text character by character.
+- Every other language: whitespace split, then every CJK ideograph is a unit of its own.
+- Every unit keeps only letters, numbers and `'`; units left empty are dropped. A unit's span runs from its first
+  kept character to its last."""
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .config import ASSETS
+
+CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+       (0x2B820, 0x2CEAF), (0xF900, 0xFAFF))
+KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
+HANGUL = ((0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F))
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str
+    start: int       # character offsets into the segmented text
+    end: int
+
+
+def _in(ch: str, ranges) -> bool:
+    return any(lo <= ord(ch) <= hi for lo, hi in ranges)
+
+
+def kept(ch: str) -> bool:
+    return ch == "'" or unicodedata.category(ch)[0] in "LN"
+
+
+def clean(token: str) -> str:
+    return "".join(ch for ch in token if kept(ch))
+
+
+def resolve_language(language: str, text: str) -> str:
+    """The segmentation rule: 'japanese', 'korean' or 'spaces'. `auto` picks by script: kana, then hangul."""
+    language = (language or "auto").lower()
+    if language == "auto":
+        language = next(("japanese" if _in(ch, KANA) else "korean" for ch in text
+                         if _in(ch, KANA) or _in(ch, HANGUL)), "spaces")
+    return language if language in ("japanese", "korean") else "spaces"
+
+
+def segment(text: str, language: str) -> list[Unit]:
+    rule = resolve_language(language, text)
+    if rule == "spaces":
+        return _space_units(text)
+    raw = _japanese(text) if rule == "japanese" else _korean().tokenize(text)
+    return _locate([c for c in map(clean, raw) if c], text)
+
+
+def _space_units(text: str) -> list[Unit]:
+    units, run = [], []                       # run: (char, index) of the current non-CJK stretch
+
+    def close_run():
+        if run:
+            units.append(Unit("".join(c for c, _ in run), run[0][1], run[-1][1] + 1))
+            run.clear()
+
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            close_run()
+        elif kept(ch) and _in(ch, CJK):
+            close_run()
+            units.append(Unit(ch, i, i + 1))
+        elif kept(ch):
+            run.append((ch, i))
+    close_run()
+    return units
+
+
+def _locate(tokens: list[str], text: str) -> list[Unit]:
+    """Spans of normalized tokens, in order, in the original text: each token character is matched against the
+    NFKC form of the text's characters from where the previous one matched."""
+    stream = [(c, i) for i, ch in enumerate(text) for c in unicodedata.normalize("NFKC", ch).replace("İ", "I")]
+    units, at = [], 0
+    for token in tokens:
+        first = last = None
+        for c in token:
+            while at < len(stream) and stream[at][0] != c:
+                at += 1
+            if at == len(stream):
+                break
+            first = stream[at][1] if first is None else first
+            last, at = stream[at][1], at + 1
+        pos = stream[min(at, len(stream) - 1)][1] if stream else 0
+        units.append(Unit(token, pos if first is None else first, pos if last is None else last + 1))
+    return units
+
+
+def _japanese(text: str) -> list[str]:
+    import nagisa
+    return nagisa.tagging(text).words
+
+
+@lru_cache(maxsize=1)
+def _korean():
+    from soynlp.tokenizer import LTokenizer
+    lines = (ASSETS / "korean_dict_jieba.dict").read_text(encoding="utf-8").splitlines()
+    return LTokenizer(scores={line.split()[0]: 1.0 for line in lines if line.strip()})
