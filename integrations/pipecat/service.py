@@ -104,7 +104,7 @@ class QwenTTSService(WebsocketTTSService):
 
     # sending ------------------------------------------------------------------------------------------------------
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
-        if not self._websocket or self._websocket.state is not State.OPEN:
+        if not self._reconnect_in_progress and (not self._websocket or self._websocket.state is not State.OPEN):
             await self._connect()
         first = context_id not in self._started
         s = self._settings
