@@ -4,7 +4,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 
 from engine import EngineInputError, SamplingParams, SynthesisRequest
@@ -12,6 +12,7 @@ from engine import EngineInputError, SamplingParams, SynthesisRequest
 from . import protocol as p
 from .audio import AudioEncoder
 from .streams import EngineStream
+from .words import NO_AUDIO, ContextWords
 
 log = logging.getLogger("qwen_tts_gateway")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
@@ -39,6 +40,10 @@ class Context:
         fmt = session.format
         self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
         self.utterances: deque[Utterance] = deque()
+        self.texts: list[str] = []       # every text message, in order: the context's text
+        gw = session.gateway
+        self.words = ContextWords(self, gw.aligner, gw.config.aligner_timeout) \
+            if gw.aligner is not None and settings.word_timestamps else None
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
@@ -56,6 +61,9 @@ class Context:
                                                    "the next one", self.id)
         utterance.chars += len(text)
         utterance.parts.append(text)
+        self.texts.append(text)
+        if self.words:
+            self.words.add_text(text)
         if utterance.stream and not utterance.truncated:
             utterance.stream.append(text)
         self._start_next()
@@ -65,6 +73,8 @@ class Context:
         self._check_open()
         utterance = self._open_utterance()
         utterance.closer = closer
+        if self.words:
+            self.words.close_utterance()
         if isinstance(closer, p.End):
             self.ended = True
         else:
@@ -77,6 +87,8 @@ class Context:
 
     def cancel(self) -> None:
         self.finished = True
+        if self.words:
+            self.words.close()
         for utterance in self.utterances:
             if utterance.stream:
                 utterance.stream.cancel()
@@ -128,6 +140,12 @@ class Context:
                 if not await self._wait(lambda: head.closer):
                     return
                 self.utterances.popleft()
+                if self.words:
+                    if head.stream is None:
+                        self.words.add_audio(NO_AUDIO, final=True)
+                    with suppress(p.ProtocolError, EngineInputError):   # raised again below, after `flushed`
+                        self._start_next()       # the next utterance does not wait for this one's words
+                    await self.words.settled()
                 if isinstance(head.closer, p.End):
                     await self.session.finish(self, p.Done(self.id, self.ms(self.samples_sent)))
                     return
@@ -157,6 +175,8 @@ class Context:
                 if self.finished:
                     return
                 self.samples_generated += len(chunk.pcm)
+                if self.words:
+                    self.words.add_audio(chunk.pcm, chunk.final)
                 data = self.encoder.encode(chunk.pcm) + (self.encoder.finish() if chunk.final else b"")
                 if data:
                     await self.session.send_audio(self, data)

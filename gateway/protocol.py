@@ -27,6 +27,7 @@ UNAUTHORIZED, INVALID_PARAMETER, NOT_READY, SHUTTING_DOWN = "unauthorized", "inv
 UNKNOWN_VOICE, UNKNOWN_LANGUAGE, EMPTY_TEXT, MISSING_REFERENCE = "unknown_voice", "unknown_language", "empty_text", \
     "missing_reference"
 INSTRUCT_NOT_SUPPORTED, TEXT_TOO_LONG, INVALID_REQUEST = "instruct_not_supported", "text_too_long", "invalid_request"
+ALIGNMENT_UNAVAILABLE = "alignment_unavailable"      # the one error that does not end its context
 RETRYABLE = frozenset({BUSY, INTERNAL, NOT_READY, SHUTTING_DOWN})
 
 # WebSocket close codes of connection errors
@@ -141,8 +142,9 @@ class Cancelled:
     context_id: str
     played_ms: float
     generated_ms: float
-    spoken_text: str | None = None          # filled from word alignment; None without it
+    spoken_text: str | None = None          # the context's text to the end of the last spoken word; None: unknown
     spoken_until_char: int | None = None
+    unspoken_text: str | None = None        # the rest of the context's text
 
 
 @dataclass
@@ -156,6 +158,12 @@ class Error:
 
 ServerMessage = Ready | Audio | Words | Flushed | Done | Cancelled | Error
 SERVER_MESSAGES = {cls.type: cls for cls in (Ready, Audio, Words, Flushed, Done, Cancelled, Error)}
+
+
+def ends_context(msg: ServerMessage) -> bool:
+    """A context's last message: done, cancelled, or an error about it (except alignment_unavailable)."""
+    return isinstance(msg, (Done, Cancelled)) or isinstance(msg, Error) and msg.context_id is not None \
+        and msg.code != ALIGNMENT_UNAVAILABLE
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from aligner import AlignmentService
 from engine import SamplingParams, SynthesisRequest, VoiceRef
 
 from .metrics import Metrics
@@ -27,12 +28,16 @@ class GatewayConfig:
     max_utterance_chars: int = 5000      # the engine re-reads an utterance's whole text on every append
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
+    aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, load_engine: Callable[[], object]):
-        self.config, self.load_engine = config, load_engine
+    def __init__(self, config: GatewayConfig, load_engine: Callable[[], object],
+                 load_aligner: Callable[[object], object] | None = None):
+        """`load_aligner(engine)`: the forced aligner (on the engine's device), or None: no word timestamps."""
+        self.config, self.load_engine, self.load_aligner = config, load_engine, load_aligner
         self.engine = None
+        self.aligner: AlignmentService | None = None
         self.status = "loading"              # loading -> warming_up -> ready -> shutting_down (or failed)
         self.admission = Admission(config.max_active)
         self.metrics = Metrics()
@@ -57,6 +62,12 @@ class Gateway:
             t0 = time.perf_counter()
             async for _ in self.engine.submit(self._warmup_request()):
                 pass
+            if self.load_aligner is not None:
+                aligner = await asyncio.to_thread(self.load_aligner, self.engine)
+                service = AlignmentService(aligner).start()
+                await asyncio.wrap_future(service.submit(np.zeros(16000, np.float32), ["warming", "up"]))
+                self.aligner = service
+                log.info("forced aligner %s ready", getattr(aligner, "name", type(aligner).__name__))
             log.info("warm-up done in %.1fs; ready", time.perf_counter() - t0)
             self.status = "ready"
         except Exception:
@@ -93,5 +104,7 @@ class Gateway:
             await session.shutdown("server shutting down")
 
     def close(self) -> None:
+        if self.aligner is not None:
+            self.aligner.close()
         if self.engine is not None:
             self.engine.shutdown()

@@ -4,6 +4,7 @@ import time
 import uuid
 from collections import OrderedDict
 
+from aligner.bargein import Spoken
 from engine import EngineInputError
 
 from . import protocol as p
@@ -114,8 +115,10 @@ class Session:
         for ctx in targets:
             played = msg.played_ms if msg.played_ms is not None else ctx.ms(ctx.samples_sent)
             cancelled = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
-            if played == 0:
-                cancelled.spoken_text, cancelled.spoken_until_char = "", 0
+            said = Spoken("", 0, "".join(ctx.texts)) if played == 0 else ctx.words.spoken(played) if ctx.words else None
+            if said:
+                cancelled.spoken_text, cancelled.spoken_until_char, cancelled.unspoken_text = said.text, said.until, \
+                    said.rest
             await self.finish(ctx, cancelled)
 
     async def _on_keepalive(self, msg: p.Keepalive) -> None:
@@ -168,6 +171,14 @@ class Session:
             self.gateway.metrics.errors[msg.code] += 1
         async with self.lock:
             if not self.closed:
+                await self._write(p.encode(msg))
+
+    async def send_event(self, ctx: Context, msg: p.ServerMessage) -> None:
+        """A message about a context that is not its last one: dropped once the context has ended."""
+        if isinstance(msg, p.Error):
+            self.gateway.metrics.errors[msg.code] += 1
+        async with self.lock:
+            if not (ctx.finished or self.closed):
                 await self._write(p.encode(msg))
 
     async def send_audio(self, ctx: Context, data: bytes) -> None:

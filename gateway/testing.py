@@ -10,8 +10,8 @@ from .service import Gateway, GatewayConfig
 
 
 class ServerThread:
-    def __init__(self, engine, config: GatewayConfig | None = None, log_level: str = "warning"):
-        self.gateway = Gateway(config or GatewayConfig(), lambda: engine)
+    def __init__(self, engine, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None):
+        self.gateway = Gateway(config or GatewayConfig(), lambda: engine, None if aligner is None else lambda _: aligner)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]

@@ -1,0 +1,159 @@
+"""Word timestamps through the gateway: `words` events on a real socket (before the audio's playback end),
+barge-in answers, and an aligner that fails or stalls (no words, one `alignment_unavailable`, the audio goes on)."""
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+import websockets
+
+from aligner import Aligner, Word, spoken
+from aligner.text import segment
+from engine import Engine
+from gateway import protocol as p
+from gateway.service import GatewayConfig
+from gateway.testing import ServerThread
+
+
+class StandIn:
+    """Deterministic aligner: each unit gets a share of the window's audio proportional to its length (plus one
+    for the gap). A unit 'fail' makes the batch raise; 'slow' stalls it for 1.5 s."""
+    name = "stand-in"
+
+    def __init__(self):
+        self.slow_done = threading.Event()
+
+    def align_units(self, items):
+        out = []
+        for audio, units in items:
+            if "fail" in units:
+                raise RuntimeError("stand-in failure")
+            if "slow" in units:
+                time.sleep(1.5)
+                self.slow_done.set()
+            edges = np.cumsum([0] + [len(u) + 1 for u in units]) * (len(audio) / 16000) / (sum(map(len, units)) + len(units))
+            out.append([(round(float(a), 3), round(float(b) - (b - a) / (len(u) + 1), 3))
+                        for u, a, b in zip(units, edges[:-1], edges[1:])])
+        return out
+
+
+def start_server(aligner):
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    config = GatewayConfig(max_contexts_per_socket=4, max_active=4, max_frames=30, aligner_timeout=0.5)
+    return ServerThread(engine, config, aligner=aligner).start()
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = start_server(StandIn())
+    yield srv
+    srv.stop()
+
+
+async def converse(srv, *messages, until=p.ends_context):
+    """Send `messages`, then collect (arrival time, message) until `until(message)`."""
+    async with websockets.connect(srv.ws_url) as ws:
+        ready = p.parse_server(await ws.recv())
+        for msg in messages:
+            if isinstance(msg, p.Text) and msg.voice is None and msg.seed is not None:
+                msg.voice = ready.voices[0]
+            await ws.send(p.encode(msg))
+        log = []
+        while not log or not until(log[-1][1]):
+            log.append((time.monotonic(), p.parse_server(await asyncio.wait_for(ws.recv(), 30))))
+        return log, ws
+
+
+def words_of(log):
+    return [(w, s, e, a, b) for _, m in log if isinstance(m, p.Words)
+            for w, s, e, a, b in zip(m.words, m.start, m.end, m.char_start, m.char_end)]
+
+
+def test_words_cover_the_text_in_order_before_playback_ends(server):
+    parts = ["Hello there, my friend. ", "How are you today?", " Fine, thanks 2.5 times."]
+    log, _ = asyncio.run(converse(server, p.Text("w", parts[0], seed=1), p.Text("w", parts[1]), p.Flush("w"),
+                                  p.Text("w", parts[2]), p.End("w")))
+    text = "".join(parts)
+    words = words_of(log)
+    assert [(a, b) for *_, a, b in words] == [(u.start, u.end) for u in segment(text, "auto")]
+    assert all(w == text[a:b] for w, _, _, a, b in words)
+    assert [s for _, s, *_ in words] == sorted(s for _, s, *_ in words)
+    kinds = [type(m).__name__ for _, m in log if not isinstance(m, p.Audio)]
+    assert kinds[-1] == "Done" and kinds.count("Flushed") == 1
+    first_audio = next(t for t, m in log if isinstance(m, p.Audio))
+    flushed_at = next(i for i, (_, m) in enumerate(log) if isinstance(m, p.Flushed))
+    samples_before = sum(len(m.data) // 2 for _, m in log[:flushed_at] if isinstance(m, p.Audio))
+    second = [w for w in words if w[3] >= len(parts[0] + parts[1])]
+    assert second and second[0][1] >= samples_before / 24000            # cumulative times across the flush
+    assert not [m for _, m in log[flushed_at:] if isinstance(m, p.Words) and m.char_start[0] < len(parts[0] + parts[1])]
+    playback_end = first_audio + log[-1][1].audio_ms / 1000
+    for t, m in log:
+        if isinstance(m, p.Words):                                     # known before a real-time player ends
+            assert t <= playback_end
+    assert max(e for _, _, e, *_ in words) <= log[-1][1].audio_ms / 1000 + 1e-3
+
+
+def barge_in(srv, context_id, first, more, played_ms=None):
+    """Speak `first` to its `flushed` (every word of it settled), send `more`, cancel: (messages, cancelled)."""
+    async def run():
+        async with websockets.connect(srv.ws_url) as ws:
+            ready = p.parse_server(await ws.recv())
+            for msg in (p.Text(context_id, first, voice=ready.voices[0], seed=2), p.Flush(context_id)):
+                await ws.send(p.encode(msg))
+            got = [p.parse_server(await asyncio.wait_for(ws.recv(), 30))]
+            while not isinstance(got[-1], p.Flushed):
+                got.append(p.parse_server(await asyncio.wait_for(ws.recv(), 30)))
+            await ws.send(p.encode(p.Text(context_id, more)))
+            await ws.send(p.encode(p.Cancel(context_id, played_ms)))
+            while not isinstance(msg := p.parse_server(await asyncio.wait_for(ws.recv(), 30)), p.Cancelled):
+                got.append(msg)
+            return got, msg
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("fraction", [0.4, 0.6])
+def test_cancel_reports_the_spoken_text(server, fraction):
+    """Cancelled mid-word: the word counts once more than half of it was played."""
+    first, more = "one two three four five six. ", "seven eight"
+    got, _ = barge_in(server, "probe", first, more, 0.0)
+    w, s, e, a, b = words_of([(0, m) for m in got])[2]           # "three" (the same seed speaks the same audio)
+    got, cancelled = barge_in(server, "c", first, more, round((s + fraction * (e - s)) * 1000))
+    said = spoken(first + more, [Word(*x) for x in words_of([(0, m) for m in got])], cancelled.played_ms / 1000)
+    assert (cancelled.spoken_text, cancelled.spoken_until_char, cancelled.unspoken_text) == \
+        (said.text, said.until, said.rest)
+    assert cancelled.spoken_text == ("one two" if fraction < 0.5 else "one two three")
+
+
+def test_cancel_before_any_audio_spoke_nothing(server):
+    _, cancelled = barge_in(server, "z", "one two. ", "three", 0)
+    assert (cancelled.spoken_text, cancelled.spoken_until_char, cancelled.unspoken_text) == ("", 0, "one two. three")
+
+
+@pytest.mark.parametrize("word", ["fail", "slow"])
+def test_failing_or_slow_aligner_costs_only_the_words(server, word):
+    log, _ = asyncio.run(converse(server, p.Text("f", f"this will {word} now", seed=3), p.End("f")))
+    errors = [m for _, m in log if isinstance(m, p.Error)]
+    assert [(e.code, e.context_id) for e in errors] == [(p.ALIGNMENT_UNAVAILABLE, "f")]
+    assert not words_of(log) and isinstance(log[-1][1], p.Done)
+    assert sum(len(m.data) for _, m in log if isinstance(m, p.Audio)) // 2 == round(log[-1][1].audio_ms * 24)
+    assert server.gateway.aligner is not None
+    if word == "slow":
+        assert server.gateway.aligner.aligner.slow_done.wait(5)   # the worker is free for the next test
+
+
+def test_no_word_timestamps_when_not_asked(server):
+    log, _ = asyncio.run(converse(server, p.Text("n", "quiet words here", seed=4, word_timestamps=False), p.End("n")))
+    assert not words_of(log) and isinstance(log[-1][1], p.Done)
+
+
+def test_dummy_aligner_end_to_end():
+    """The real model (tiny random weights): its times are arbitrary, so words settle at the end."""
+    srv = start_server(Aligner.load(dummy="tiny", device="cpu"))
+    try:
+        text = "Real model words, in order."
+        log, _ = asyncio.run(converse(srv, p.Text("r", text, seed=5), p.End("r")))
+        assert [(a, b) for *_, a, b in words_of(log)] == [(u.start, u.end) for u in segment(text, "english")]
+        assert isinstance(log[-1][1], p.Done)
+    finally:
+        srv.stop()
