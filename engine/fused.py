@@ -50,11 +50,6 @@ def register(name: str, fn) -> None:
     _EAGER[name] = ops[name] = fn
 
 
-def maybe_compile(fn):
-    """fn compiled as a whole when compilation is on (whole per-frame stages on CUDA), else fn itself."""
-    return torch.compile(fn, dynamic=True) if ops["rms_norm"] is not rms_norm else fn
-
-
 def enable_compile(on: bool = True) -> None:
     # one function serves layers of several widths and strides (the codec's snake): allow the variants
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)

@@ -8,7 +8,6 @@ import math
 
 import torch
 
-from .fused import maybe_compile
 from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prompt import Prompt
@@ -46,10 +45,10 @@ class ModelRunner:
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
         s, kvs = self.scratch, self.scratch_kv_slot
-        self.predict_stage = StagedGraphs(maybe_compile(self._predict_core), [s], buckets, graphs)
+        self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False, kvs, 0, 1], buckets, graphs,
                                        self.predict_stage.pool)
-        self.decode_stage = StagedGraphs(maybe_compile(self._decode_core), [s, 0], buckets, graphs)
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
 
     def _tensor(self, values, dtype=torch.int64):
         return torch.tensor(values, dtype=dtype, device=self.device)
@@ -167,3 +166,23 @@ class ModelRunner:
     def decode(self, seqs, codes: torch.Tensor) -> torch.Tensor:
         """One new frame per stream [B, 16] -> float32 PCM [B, 1920] (device)."""
         return self.decode_stage(None, self._tensor([s.slot for s in seqs]), codes)
+
+
+class HostCopy:
+    """Device-to-host copy of a step's codes and PCM into pinned memory, started now, awaited later."""
+
+    def __init__(self, codes: torch.Tensor, pcm: torch.Tensor):
+        if codes.is_cuda:
+            self.codes = torch.empty(codes.shape, dtype=codes.dtype, pin_memory=True)
+            self.pcm = torch.empty(pcm.shape, dtype=pcm.dtype, pin_memory=True)
+            self.codes.copy_(codes, non_blocking=True)
+            self.pcm.copy_(pcm, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.codes, self.pcm, self.event = codes, pcm, None
+
+    def wait(self):
+        if self.event is not None:
+            self.event.synchronize()
+        return self.codes.numpy(), self.pcm.numpy()

@@ -10,6 +10,7 @@ import torch
 
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
+from .runner import HostCopy
 from .sequence import Sequence
 
 ROLE = "<|im_start|>assistant\n"
@@ -98,12 +99,12 @@ class StepLoop:
                 runner.start(seqs)
                 runner.prefill(seqs, prompts)
         ready = [s for s in sched.running if s.has_c0]
-        codes = pcm = c0 = None
+        frames = None
         if ready:
             with self._stage("predict"):
                 codes = runner.predict(ready)
             with self._stage("decode"):
-                pcm = runner.decode(ready, codes)
+                frames = HostCopy(codes, runner.decode(ready, codes))   # copies while the talker runs
         self.frames_total += len(ready)
         for s in ready:
             s.frames += 1
@@ -117,24 +118,23 @@ class StepLoop:
             if tid is not None:
                 talkers.append(s)
                 text_ids.append(tid)
+        c0 = None
         if talkers:
             with self._stage("talk"):
                 c0 = runner.talk(talkers, text_ids)
         with self._stage("host"):
-            self._collect(ready, codes, pcm, talkers, c0)
+            if frames is not None:                    # the step's audio goes out before the talker is done
+                codes, pcm = frames.wait()
+                for s, row, audio in zip(ready, codes, pcm):
+                    s.pending.append((row, audio))
+                self._emit_audio()
+            if c0 is not None:
+                for s, c in zip(talkers, c0.tolist()):
+                    if c == self.cfg.codec_ids["eos"]:
+                        s.has_c0 = False
+                        s.finish_reason = "eos"
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
             self._emit_audio()
-
-    def _collect(self, ready, codes, pcm, talkers, c0) -> None:
-        """The step's only host sync: new frames and their audio to the streams, EOS checks."""
-        if ready:
-            for s, row, audio in zip(ready, codes.cpu().numpy(), pcm.cpu().numpy()):
-                s.pending.append((row, audio))
-        if talkers:
-            for s, c in zip(talkers, c0.tolist()):
-                if c == self.cfg.codec_ids["eos"]:
-                    s.has_c0 = False
-                    s.finish_reason = "eos"
 
     def _emit_audio(self) -> None:
         now = time.perf_counter()
