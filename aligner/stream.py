@@ -40,7 +40,7 @@ class _Utterance:
 
 
 class WordStream:
-    def __init__(self, language: str = "auto", margin: float = 0.4, step: float = 0.24, min_audio: float = 0.24):
+    def __init__(self, language: str = "auto", margin: float = 0.32, step: float = 0.24, min_audio: float = 0.24):
         self.language, self.margin = language, margin
         self.step, self.min_audio = int(step * SAMPLE_RATE), int(min_audio * SAMPLE_RATE)
         self.text = ""

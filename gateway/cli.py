@@ -81,6 +81,12 @@ def _serve_parser(sub) -> None:
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
     p.add_argument("--max-frames", type=int, help="cap on every utterance, in 80 ms frames (default: by text length)")
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish closed text at shutdown")
+    words = p.add_mutually_exclusive_group()
+    words.add_argument("--aligner", metavar="DIR_OR_ID", help="Qwen3-ForcedAligner-0.6B checkpoint: word timestamps")
+    words.add_argument("--dummy-aligner", nargs="?", const="published", choices=("published", "tiny"),
+                       help="random aligner weights (published config, or tiny)")
+    p.add_argument("--aligner-timeout", type=float, default=5.0,
+                   help="seconds an alignment may take before the context's word timestamps are given up")
     p.add_argument("--log-level", default="info")
 
 
@@ -97,9 +103,17 @@ def serve(args) -> int:
                            max_contexts_per_socket=args.max_contexts_per_socket, max_active=args.max_active,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
-                           max_frames=args.max_frames, shutdown_grace=args.shutdown_grace)
+                           max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
+                           aligner_timeout=args.aligner_timeout)
+    load_aligner = None
+    if args.aligner or args.dummy_aligner:
+        from aligner import Aligner
+
+        def load_aligner(engine):            # on the engine's device, in its dtype
+            return Aligner.load(model=args.aligner, dummy=args.dummy_aligner, device=engine.model.device,
+                                dtype=engine.model.dtype)
     gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
-                                                  dtype=args.dtype, max_seqs=args.max_active).start())
+                                                  dtype=args.dtype, max_seqs=args.max_active).start(), load_aligner)
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))
     try:
         server.run()
@@ -108,14 +122,52 @@ def serve(args) -> int:
     return 0 if gateway.status != "failed" else 1
 
 
+def _align_parser(sub) -> None:
+    p = sub.add_parser("align", help="word timestamps of a recording and its transcript (Qwen3-ForcedAligner)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="Qwen3-ForcedAligner-0.6B checkpoint directory or hub repo id")
+    src.add_argument("--dummy", nargs="?", const="published", choices=("published", "tiny"),
+                     help="random weights of the published (default) or a tiny config")
+    p.add_argument("--audio", required=True, help="WAV file (any rate; resampled to 16 kHz, mono)")
+    p.add_argument("--text", required=True, help="its transcript")
+    p.add_argument("--language", default="auto", help="english, chinese, japanese, korean, ... (auto: by script)")
+    p.add_argument("--json", action="store_true", help='print [{"word", "start", "end"}, ...] (seconds)')
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtype", default=None)
+
+
+def align(args) -> int:
+    import json
+
+    import numpy as np
+
+    from aligner import Aligner
+    from engine.audio_io import read_wav
+    from gateway.audio import Resampler
+
+    audio, rate = read_wav(args.audio)
+    if rate != 16000:
+        resampler = Resampler(16000, rate)
+        audio = np.concatenate([resampler.push(audio), resampler.finish()])
+    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype)
+    words = aligner.align(audio, args.text, args.language)
+    if args.json:
+        print(json.dumps([{"word": w.word, "start": w.start, "end": w.end} for w in words], ensure_ascii=False))
+    else:
+        for w in words:
+            print(f"{w.start:8.3f} {w.end:8.3f}  {w.word}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="qwen-tts-gateway")
     sub = parser.add_subparsers(dest="command", required=True)
     _synth_parser(sub)
     _serve_parser(sub)
+    _align_parser(sub)
     args = parser.parse_args(argv)
     try:
-        return {"synth": synth, "serve": serve}[args.command](args)
+        return {"synth": synth, "serve": serve, "align": align}[args.command](args)
     except Exception as exc:
         from engine.request import EngineInputError
         from engine.weights import ModelLoadError

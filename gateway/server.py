@@ -74,6 +74,12 @@ async def metrics(request: Request) -> PlainTextResponse:
         "tts_queued_requests": ("engine requests waiting for a batch slot", stats.get("waiting", 0)),
         "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
     }
+    if gateway.aligner is not None:
+        aligner = gateway.aligner
+        gauges.update(tts_aligner_queued_jobs=("word alignment jobs waiting for the aligner", aligner.jobs.qsize()),
+                      tts_aligner_busy_seconds=("time spent aligning, cumulative", aligner.stats["busy_seconds"]),
+                      tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
+                                                 aligner.stats["audio_seconds"]))
     return PlainTextResponse(gateway.metrics.render(gauges), media_type="text/plain; version=0.0.4")
 
 

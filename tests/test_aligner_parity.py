@@ -144,3 +144,14 @@ def test_repair_matches_official():
         values = rng.integers(0, 40, n) * 80.0 if n % 3 else np.sort(rng.integers(0, 99, n)) * 80.0
         values[rng.random(n) < 0.2] = rng.integers(0, 99) * 80.0          # outliers among sorted values
         assert repair(values.astype(np.float32).tolist()) == processor.fix_timestamp(values.astype(np.float32))
+
+
+def test_cli_align_json_matches_official(checkpoint, official, tmp_path, capsys):
+    from engine.audio_io import write_wav
+    from gateway.cli import main
+    wav, text = tmp_path / "speech.wav", "Hello there, it's a fine day in McDonald's iPhone land."
+    write_wav(wav, speech(3.3, 7), rate=16000)
+    assert main(["align", "--model", str(checkpoint[0]), "--audio", str(wav), "--text", text, "--language", "english",
+                 "--json", "--device", "cpu"]) == 0
+    got = [(w["word"], w["start"], w["end"]) for w in json.loads(capsys.readouterr().out)]
+    assert got == [(i.text, i.start_time, i.end_time) for i in official.align(str(wav), text, "English")[0]]

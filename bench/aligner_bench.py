@@ -1,0 +1,174 @@
+"""Forced-aligner cost and streamed word timestamps beside the TTS engine, on one device.
+
+1. Cost: one batched forward of (window audio, its words) per batch size and window length: aligner time per
+   second of audio.
+2. Streams: `c` concurrent TTS streams (forced lengths, as engine_bench), run with alignment off and on. With
+   alignment on, every stream feeds a WordStream and runs its jobs through the shared AlignmentService, as the
+   gateway does. Lead of a word = (first chunk's arrival + word end) - the moment it settled: how long before a
+   real-time player reaches the word's end its timestamp is known. With random weights the model's times are
+   arbitrary, so by default the stand-in times of a speaker who says the text evenly over the stream's audio
+   (the model still runs every job, for the cost); `--times model` keeps the model's times (real checkpoints).
+
+python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--json out.json]"""
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from aligner import Aligner, AlignmentService, WordStream  # noqa: E402
+from aligner.text import segment  # noqa: E402
+from bench.metrics import StreamRecord, summarize  # noqa: E402
+from bench.workload import WORDS, workload  # noqa: E402
+from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
+
+
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int = 5) -> list[dict]:
+    rng, rows = np.random.default_rng(0), []
+    for seconds in windows:
+        for b in batches:
+            items = [((0.1 * rng.standard_normal(int(seconds * 16000))).astype(np.float32),
+                      list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(b)]
+            aligner.align_units(items)
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                aligner.align_units(items)
+            ms = (time.perf_counter() - t0) / repeat * 1000
+            rows.append(dict(window_s=seconds, batch=b, ms=ms, ms_per_audio_s=ms / (b * seconds)))
+            print(f"cost  window {seconds:4.1f} s  batch {b:3d}  {ms:8.1f} ms  {ms / (b * seconds):7.2f} ms per "
+                  f"audio-s", flush=True)
+    return rows
+
+
+def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
+    """True (start, end) per unit (keyed by its span start): the text said evenly over `seconds`, each unit
+    taking its characters' share and one more character's worth of pause after it."""
+    units = segment(text, "english")
+    per_char = seconds / sum(len(u.text) + 1 for u in units)
+    starts = np.cumsum([0] + [len(u.text) + 1 for u in units[:-1]]) * per_char
+    return {u.start: (float(a), float(a) + len(u.text) * per_char) for u, a in zip(units, starts)}
+
+
+def stand_in(job, truth) -> list[tuple[float, float]]:
+    """What an aligner answers for the window: spoken words at their times; the rest crammed at the window's end."""
+    dur = len(job.audio) / 16000
+    end = job.start + dur
+    return [(dur, dur) if truth[u.start][1] > end else (max(0.0, truth[u.start][0] - job.start),
+                                                         truth[u.start][1] - job.start) for u in job.units]
+
+
+async def one_stream(engine, service, text, frames, seed, times, leads, early) -> StreamRecord:
+    rec = StreamRecord(time.perf_counter(), chars=len(text))
+    handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
+                                            sampling=SamplingParams(seed=seed)))
+    words = truth = None
+    if service is not None:
+        words, truth, changed = WordStream("english"), even_speaker(text, frames * 0.08), asyncio.Event()
+        words.add_text(text)
+        words.close_utterance()
+
+        async def align():
+            while True:
+                job = words.job()
+                if job is None:
+                    if words.utterances[0].index:      # the utterance is complete and settled
+                        return
+                    changed.clear()
+                    await changed.wait()
+                    continue
+                spans = await asyncio.wrap_future(service.submit(job.audio, [u.text for u in job.units]))
+                settled = words.apply(job, spans if times == "model" else stand_in(job, truth))
+                now = time.perf_counter()
+                leads.extend(rec.arrivals[0] + w.end - now for w in settled)
+                early.extend([not job.final] * len(settled))
+        task = asyncio.create_task(align())
+    async for chunk in handle:
+        rec.arrivals.append(time.perf_counter())
+        rec.samples.append(len(chunk.pcm))
+        if words is not None:
+            words.add_audio(chunk.pcm)
+            if chunk.final:
+                words.end_audio()
+            changed.set()
+    if words is not None:
+        await task
+    return rec
+
+
+async def level(engine, service, c: int, items, times) -> dict:
+    pending, records, leads, early = list(items), [], [], []
+
+    async def worker():
+        while pending:
+            text, frames = pending.pop()
+            records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early))
+
+    busy0 = service.stats["busy_seconds"] if service else 0.0
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(c)))
+    wall = time.perf_counter() - t0
+    row = dict(concurrency=c, align=service is not None, **summarize(records, wall))
+    if leads:
+        row.update(lead_p50_s=float(np.percentile(leads, 50)), lead_p1_s=float(np.percentile(leads, 1)),
+                   lead_min_s=float(min(leads)), settled_early=float(np.mean(early)), words=len(leads),
+                   aligner_busy=(service.stats["busy_seconds"] - busy0) / wall)
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser()
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="Qwen3-ForcedAligner-0.6B checkpoint")
+    src.add_argument("--dummy", nargs="?", const="published", choices=("published", "tiny"))
+    p.add_argument("--tts-dummy", default="1.7B-CustomVoice")
+    p.add_argument("--tts-model")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    p.add_argument("--rounds", type=float, default=1.0, help="streams per level = rounds * concurrency")
+    p.add_argument("--max-chars", type=int, default=300)
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
+    p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
+    p.add_argument("--max-batch", type=int, default=64, help="alignment jobs per forward")
+    p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
+    p.add_argument("--device")
+    p.add_argument("--json")
+    args = p.parse_args()
+    times = args.times or ("model" if args.model else "stand-in")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.device != "cpu" else "cpu"
+    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device)
+    print(f"aligner {aligner.name} on {device}", flush=True)
+    results = dict(device=device, aligner=aligner.name, cost=cost(aligner, args.batches, args.windows), levels=[])
+    engine = Engine.load(model=args.tts_model, dummy=None if args.tts_model else args.tts_dummy,
+                         device=args.device, max_seqs=max(args.concurrency), kv_tokens_per_seq=1024).start()
+    service = AlignmentService(aligner, max_batch=args.max_batch).start()
+    asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times))     # warm-up
+    for c in args.concurrency:
+        items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
+        for svc in (None, service):
+            row = asyncio.run(level(engine, svc, c, items, times))
+            results["levels"].append(row)
+            extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
+                                            f"min {row['lead_min_s']:6.2f} s | by margin {row['settled_early']:.2f}"
+                                            f" | aligner busy {row['aligner_busy']:.1%}")
+            print(f"c={c:4d} align {'on ' if svc else 'off'} | viable {row['viability']:.3f} | rtf p50 "
+                  f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
+                  f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)
+    service.close()
+    engine.shutdown()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
