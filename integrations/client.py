@@ -8,7 +8,7 @@ import websockets
 
 from gateway import protocol as p
 
-from .connection import CONNECTION_LOST, TERMINAL, TIMEOUT, Endpoint, GatewayError, log, open_socket, server_messages
+from .connection import CONNECTION_LOST, TIMEOUT, Endpoint, GatewayError, log, open_socket, server_messages
 
 
 class Context:
@@ -48,7 +48,7 @@ class Context:
             msg = await asyncio.wait_for(self.queue.get(), timeout)
         except TimeoutError:
             raise GatewayError(TIMEOUT, f"no message for context {self.id} in {timeout:g} s", True) from None
-        self.finished = isinstance(msg, TERMINAL)
+        self.finished = p.ends_context(msg)
         return msg
 
 
@@ -118,7 +118,7 @@ class GatewayClient:
                         log.warning("gateway error: %s: %s", msg.code, msg.message)
                     continue
                 ctx.queue.put_nowait(msg)
-                if isinstance(msg, TERMINAL):
+                if p.ends_context(msg):
                     del self.contexts[ctx.id]
         except websockets.ConnectionClosed:
             pass

@@ -13,7 +13,6 @@ from gateway import protocol as p
 log = logging.getLogger("qwen_tts_gateway.client")
 WEBSOCKET_PATH = "/v1/tts/websocket"
 CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT = "connection_failed", "connection_lost", "timeout"   # client-side codes
-TERMINAL = (p.Done, p.Cancelled, p.Error)                                  # a context's last message
 LANGUAGES = {"zh": "chinese", "en": "english", "de": "german", "it": "italian", "pt": "portuguese", "es": "spanish",
              "ja": "japanese", "ko": "korean", "fr": "french", "ru": "russian"}
 SPEECH_OPTIONS = frozenset(f.name for f in fields(p.Text)) - {"context_id", "text"}

@@ -12,8 +12,9 @@ from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
 
 from gateway import protocol as p  # noqa: E402
 from integrations.livekit import QwenTTS  # noqa: E402
-from integrations.livekit.stream import Transcript  # noqa: E402
-from integration_helpers import KEY, gateway_sends_words, serve, wait_until  # noqa: E402
+from integrations.livekit.stream import timed  # noqa: E402
+from integrations.words import WordPieces  # noqa: E402
+from integration_helpers import KEY, restart, serve, wait_until  # noqa: E402
 
 FRAMES = 12
 PIECES = ["Hello the", "re, how are", " you today?"]
@@ -55,23 +56,20 @@ def test_streamed_pieces_give_audio_of_the_utterance_and_its_transcript(server):
     frames, timed = asyncio.run(run())
     assert {(f.sample_rate, f.num_channels) for f in frames} == {(16000, 1)}
     assert sum(f.samples_per_channel for f in frames) == FRAMES * 1280            # 80 ms frames at 16 kHz
-    if not gateway_sends_words(server):
-        assert timed == []                 # no timings: the agent's transcript is the text it pushed
-        pytest.skip("the gateway sends no `words` events yet (aligner not integrated): timed transcript unchecked")
-    assert "".join(timed) == "".join(PIECES)
-    assert all(t.start_time <= t.end_time for t in timed)
+    assert "".join(timed) == "".join(PIECES)                                        # a piece per timed word
+    assert len(timed) == 6 and all(0 <= t.start_time <= t.end_time <= FRAMES * 0.08 for t in timed)
 
 
 def test_words_events_become_timed_strings_that_join_to_the_text():
-    transcript = Transcript()
-    transcript.text = "Hello there, how are you?"
-    pieces = transcript.timed(p.Words("c", ["Hello", "there"], [0.0, 0.4], [0.35, 0.7], [0, 6], [5, 11]))
-    pieces += transcript.timed(p.Words("c", ["how", "are", "you"], [0.8, 1.0, 1.2], [0.95, 1.15, 1.5], [13, 17, 21],
-                                       [16, 20, 24]))
-    pieces += transcript.rest()
-    assert pieces == ["Hello", " there", ", how", " are", " you", "?"]
+    text = WordPieces()
+    text.text = "Hello there, how are you? "
+    pieces = timed(text, p.Words("c", ["Hello", "there"], [0.0, 0.4], [0.35, 0.7], [0, 6], [5, 11]))
+    pieces += timed(text, p.Words("c", ["how", "are", "you"], [0.8, 1.0, 1.2], [0.95, 1.15, 1.5], [13, 17, 21],
+                                  [16, 20, 24]))
+    assert pieces == ["Hello", " there,", " how", " are", " you?"]
     assert [(t.start_time, t.end_time) for t in pieces] == [(0.0, 0.35), (0.4, 0.7), (0.8, 0.95), (1.0, 1.15),
-                                                              (1.2, 1.5), (1.5, 1.5)]
+                                                              (1.2, 1.5)]
+    assert text.rest() == (" ", 1.5) and text.rest() is None
 
 
 def test_synthesize_and_an_interrupted_stream_share_one_socket(server):
@@ -101,7 +99,7 @@ def test_synthesize_and_an_interrupted_stream_share_one_socket(server):
 
 
 def test_restart_reconnects_and_errors_are_clear():
-    srv = serve(max_frames=4)
+    srv = serve(max_frames=4, words=False)
     no_retry = APIConnectOptions(max_retry=0, timeout=5)
 
     async def run(srv):
@@ -111,7 +109,7 @@ def test_restart_reconnects_and_errors_are_clear():
             await asyncio.to_thread(srv.stop)
             with pytest.raises(APIConnectionError, match="cannot connect to ws://127.0.0.1"):
                 await speak(tts, PIECES, no_retry)
-            srv = await asyncio.to_thread(serve, max_frames=4, port=srv.port)
+            srv = await asyncio.to_thread(restart, srv, max_frames=4, aligner_timeout=1e-6)
             after = await speak(tts, PIECES, no_retry)
             t0 = time.monotonic()
             with pytest.raises(APIStatusError, match="unauthorized") as wrong_key:
@@ -123,5 +121,6 @@ def test_restart_reconnects_and_errors_are_clear():
 
     srv, before, after, wrong_key, seconds = asyncio.run(run(srv))
     srv.stop()
-    assert before[0] and after[0]
+    assert before[0] and before[1] == []         # no aligner: no timings (the agent's transcript is its own text)
+    assert after[0] and after[1] == []           # alignment_unavailable: the stream speaks on, untimed
     assert wrong_key.status_code == 401 and not wrong_key.retryable and seconds < 1.0      # not retried

@@ -4,6 +4,7 @@ audio, word timings and the context's end come back on its queue. A cancelled st
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from livekit.agents import APIConnectionError, APIError, APIStatusError, APITimeoutError, tts, utils
@@ -13,10 +14,12 @@ from gateway import protocol as p
 
 from ..client import Context
 from ..connection import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, GatewayError
+from ..words import WordPieces
 
 if TYPE_CHECKING:
     from .tts import QwenTTS
 
+log = logging.getLogger("integrations.livekit")
 STATUS = {p.UNAUTHORIZED: 401, p.BUSY: 503, p.NOT_READY: 503, p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
 
 
@@ -30,26 +33,8 @@ def api_error(exc: GatewayError) -> APIError:
                           body={"code": exc.code}, retryable=exc.retryable)
 
 
-class Transcript:
-    """The context's text as sent, cut at each timed word's end, so the TimedStrings join to exactly that text."""
-
-    def __init__(self):
-        self.text, self.cursor, self.last_end = "", 0, None
-
-    def timed(self, words: p.Words) -> list[TimedString]:
-        pieces = []
-        for start, end, char_end in zip(words.start, words.end, words.char_end):
-            if char_end > self.cursor:
-                pieces.append(TimedString(self.text[self.cursor:char_end], start_time=start, end_time=end))
-                self.cursor, self.last_end = char_end, end
-        return pieces
-
-    def rest(self) -> list[TimedString]:
-        """What follows the last timed word (punctuation, spaces), once the context is done."""
-        if self.last_end is None or self.cursor >= len(self.text):
-            return []
-        piece, self.cursor = self.text[self.cursor:], len(self.text)
-        return [TimedString(piece, start_time=self.last_end, end_time=self.last_end)]
+def timed(pieces: WordPieces, words: p.Words) -> list[TimedString]:
+    return [TimedString(piece, start_time=start, end_time=end) for piece, start, end in pieces.pieces(words)]
 
 
 class QwenSynthesizeStream(tts.SynthesizeStream):
@@ -65,20 +50,21 @@ class QwenSynthesizeStream(tts.SynthesizeStream):
         output_emitter.initialize(request_id=ctx.id, sample_rate=self._tts.sample_rate, num_channels=1,
                                   mime_type="audio/pcm", stream=True)
         output_emitter.start_segment(segment_id=ctx.id)
-        transcript = Transcript()
-        sender = asyncio.create_task(self._send_input(ctx, transcript))
+        text = WordPieces()
+        sender = asyncio.create_task(self._send_input(ctx, text))
         try:
             while not isinstance(msg := await ctx.receive(self._conn_options.timeout if sender.done() else None),
-                                 p.Done):
+                                 (p.Done, p.Cancelled)):
                 if isinstance(msg, p.Audio):
                     output_emitter.push(msg.data)
                 elif isinstance(msg, p.Words):
-                    output_emitter.push_timed_transcript(transcript.timed(msg))
-                elif isinstance(msg, p.Error):
+                    output_emitter.push_timed_transcript(timed(text, msg))
+                elif p.ends_context(msg):
                     raise GatewayError(msg.code, msg.message, msg.retryable)
-                elif isinstance(msg, p.Cancelled):
-                    raise GatewayError(p.INTERNAL, "the gateway cancelled the context", False)
-            output_emitter.push_timed_transcript(transcript.rest())
+                elif isinstance(msg, p.Error):                 # alignment_unavailable: the audio goes on, untimed
+                    log.warning("context %s: %s: %s", ctx.id, msg.code, msg.message)
+            if rest := text.rest():                                    # after the last word: punctuation, spaces
+                output_emitter.push_timed_transcript(TimedString(rest[0], start_time=rest[1], end_time=rest[1]))
         except GatewayError as exc:
             raise api_error(exc) from None
         finally:
@@ -86,7 +72,7 @@ class QwenSynthesizeStream(tts.SynthesizeStream):
             ctx.cancel()
             await utils.aio.cancel_and_wait(sender)
 
-    async def _send_input(self, ctx: Context, transcript: Transcript) -> None:
+    async def _send_input(self, ctx: Context, text: WordPieces) -> None:
         """Input to the gateway; a send failure also ends the context on its queue, where _run reports it."""
         try:
             async for data in self._input_ch:
@@ -94,7 +80,7 @@ class QwenSynthesizeStream(tts.SynthesizeStream):
                     await ctx.flush()
                     continue
                 self._mark_started()
-                transcript.text += data
+                text.text += data
                 await ctx.text(data)
             await ctx.end()
         except GatewayError:

@@ -16,8 +16,9 @@ from websockets.protocol import State
 
 from gateway import protocol as p
 
-from ..connection import (SPEECH_OPTIONS, TERMINAL, Endpoint, GatewayError, gateway_language, open_socket,
-                          server_messages, speech_options)
+from ..connection import (SPEECH_OPTIONS, Endpoint, GatewayError, gateway_language, open_socket, server_messages,
+                          speech_options)
+from ..words import WordPieces
 
 CONTEXT_SETTINGS = {"voice", "language", "instruct"}
 
@@ -48,7 +49,7 @@ class QwenTTSService(WebsocketTTSService):
         self._endpoint: Endpoint | None = None
         self._rate = 24000
         self._receive_task = None
-        self._started: set[str] = set()      # contexts the gateway has text of and has not ended yet
+        self._texts: dict[str, WordPieces] = {}    # the text of each context the gateway has and has not ended
 
     def can_generate_metrics(self) -> bool:
         return True
@@ -87,26 +88,26 @@ class QwenTTSService(WebsocketTTSService):
             await self.push_error(f"{self}: {exc}", exception=exc, force_treat_as_permanent=not exc.retryable)
             await self._call_event_handler("on_connection_error", str(exc))
             return
-        self._started.clear()
+        self._texts.clear()
         await self._call_event_handler("on_connected")
 
     async def _disconnect_websocket(self):
         await self.stop_all_metrics()
         ws, self._websocket = self._websocket, None
-        self._started.clear()
+        self._texts.clear()
         if ws:
             await ws.close()
             await self._call_event_handler("on_disconnected")
 
     async def _send_keepalive(self):
-        if self._started:
+        if self._texts:
             await self._websocket.send(p.encode(p.Keepalive()))
 
     # sending ------------------------------------------------------------------------------------------------------
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         if not self._reconnect_in_progress and (not self._websocket or self._websocket.state is not State.OPEN):
             await self._connect()
-        first = context_id not in self._started
+        first = context_id not in self._texts
         s = self._settings
         msg = p.Text(context_id, text, **(speech_options(voice=s.voice, language=s.language, instruct=s.instruct,
                                                          **self._options) if first else {}))
@@ -119,7 +120,7 @@ class QwenTTSService(WebsocketTTSService):
             yield TTSStoppedFrame(context_id=context_id)
             await self.remove_audio_context(context_id)
             return
-        self._started.add(context_id)
+        self._texts.setdefault(context_id, WordPieces()).text += text
         await self.start_tts_usage_metrics(text)
         yield None
 
@@ -133,7 +134,7 @@ class QwenTTSService(WebsocketTTSService):
         await super().on_audio_context_interrupted(context_id)
 
     async def _send_if_started(self, msg: p.End | p.Cancel) -> None:
-        if msg.context_id in self._started and self._websocket:
+        if msg.context_id in self._texts and self._websocket:
             try:
                 await self._websocket.send(p.encode(msg))
             except ConnectionClosed:            # the context ended with the socket; the receive loop reconnects
@@ -155,9 +156,9 @@ class QwenTTSService(WebsocketTTSService):
             await self._on_message(msg)
 
     async def _on_message(self, msg: p.ServerMessage) -> None:
-        ctx = getattr(msg, "context_id", None)
-        if isinstance(msg, TERMINAL):
-            self._started.discard(ctx)
+        ctx, last = getattr(msg, "context_id", None), p.ends_context(msg)
+        if last:
+            self._texts.pop(ctx, None)
         if isinstance(msg, p.Error):
             await self.push_error(f"{self}: gateway error {msg.code}: {msg.message}")
         if ctx is None or not self.audio_context_available(ctx):
@@ -165,8 +166,10 @@ class QwenTTSService(WebsocketTTSService):
         if isinstance(msg, p.Audio):
             frame = TTSAudioRawFrame(msg.data, self._rate, 1, context_id=ctx)
             await self.append_to_audio_context(ctx, frame)
-        elif isinstance(msg, p.Words):
-            await self.add_word_timestamps(list(zip(msg.words, msg.start)), ctx)
-        elif isinstance(msg, TERMINAL):
+        elif isinstance(msg, p.Words) and ctx in self._texts:
+            text = self._texts[ctx]                          # words with their punctuation, as the LLM wrote them
+            await self.add_word_timestamps([(piece.strip(), start) for piece, start, _ in text.pieces(msg)], ctx,
+                                           includes_inter_frame_spaces=not text.spaced or None)
+        elif last:
             await self.append_to_audio_context(ctx, TTSStoppedFrame(context_id=ctx))
             await self.remove_audio_context(ctx)
