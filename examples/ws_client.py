@@ -1,7 +1,7 @@
 """A raw client of the WebSocket protocol v1: streams text as an LLM would, plays and/or saves the audio, prints word
 timings, and shows barge-in (the user interrupts: `cancel` with what was played).
 
-    qwen-tts-gateway serve --dummy tiny --device cpu &          # or a real model
+    qwen-tts-gateway serve --dummy tiny --dummy-aligner tiny --device cpu &     # or a real model and --aligner
     python examples/ws_client.py --text "Hello there, how are you today?" --out hello.wav
     python examples/ws_client.py --barge-in-ms 500 --out cut.wav   # interrupt after 500 ms of playback
     python examples/ws_client.py --play                             # play it (sounddevice and PortAudio)
