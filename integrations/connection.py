@@ -42,14 +42,14 @@ def speech_options(**options) -> dict:
 
 
 class Endpoint:
-    """The socket's URL (with its audio format) and authorization header."""
+    """The socket's URL (with its audio format: PCM at `sample_rate`) and authorization header."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, sample_rate: int = 24000, encoding: str = "pcm_s16le"):
+    def __init__(self, base_url: str, api_key: str | None = None, sample_rate: int = 24000):
         url = base_url.rstrip("/").replace("http", "ws", 1) if base_url.startswith("http") else base_url.rstrip("/")
         if urlsplit(url).scheme not in ("ws", "wss"):
             raise ValueError(f"base_url must be ws://, wss://, http:// or https://, not {base_url!r}")
         try:
-            fmt = p.StreamFormat.from_query({"sample_rate": str(sample_rate), "encoding": encoding})
+            fmt = p.StreamFormat.from_query({"sample_rate": str(sample_rate)})               # 16-bit PCM
         except p.ProtocolError as exc:
             raise ValueError(exc.message) from None
         self.url = f"{url if url.endswith(WEBSOCKET_PATH) else url + WEBSOCKET_PATH}?{urlencode(fmt.to_query())}"

@@ -32,7 +32,8 @@ class QwenTTS(tts.TTS):
     def update_options(self, *, voice: NotGivenOr[str] = NOT_GIVEN, language: NotGivenOr[str] = NOT_GIVEN,
                        instruct: NotGivenOr[str | None] = NOT_GIVEN) -> None:
         """New settings for the streams started from now on."""
-        given = {k: v for k, v in {"voice": voice, "language": language, "instruct": instruct}.items() if utils.is_given(v)}
+        changes = {"voice": voice, "language": language, "instruct": instruct}
+        given = {k: v for k, v in changes.items() if utils.is_given(v)}
         if "language" in given:
             given["language"] = gateway_language(given["language"])
         self._options = speech_options(**{**self._options, **given})
