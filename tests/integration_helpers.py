@@ -11,6 +11,8 @@ from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
 
 KEY = "integration-key"
+FRAMES = 12                                     # every utterance's cap: 0.96 s of audio
+PIECES = ["Hello the", "re, how are", " you today?"]
 
 
 def server(words: bool = True, **config) -> ServerThread:

@@ -14,10 +14,7 @@ from gateway import protocol as p  # noqa: E402
 from integrations.livekit import QwenTTS  # noqa: E402
 from integrations.livekit.stream import timed  # noqa: E402
 from integrations.words import WordPieces  # noqa: E402
-from integration_helpers import KEY, restart, serve, wait_until  # noqa: E402
-
-FRAMES = 12
-PIECES = ["Hello the", "re, how are", " you today?"]
+from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,8 @@ from pipecat.pipeline.worker import PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
-from integration_helpers import KEY, restart, serve, wait_until  # noqa: E402
+from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
 from integrations.pipecat import QwenTTSService  # noqa: E402
-
-FRAMES = 12
-PIECES = ["Hello the", "re, how are", " you today?"]
 
 
 @pytest.fixture(scope="module")
