@@ -6,7 +6,6 @@ import threading
 import time
 from concurrent.futures import Future
 
-import numpy as np
 import torch
 
 from .features import SAMPLE_RATE
@@ -28,10 +27,11 @@ class AlignmentService:
         self.thread.start()
         return self
 
-    def submit(self, audio: np.ndarray, units: list[str]) -> Future:
+    def submit(self, job) -> Future:
+        """A Job (stream.py) -> a Future of its (start, end) spans."""
         future = Future()
         try:
-            self.jobs.put_nowait((audio, units, future))
+            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future))
         except queue.Full:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))

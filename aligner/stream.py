@@ -40,9 +40,11 @@ class _Utterance:
 
 
 class WordStream:
-    def __init__(self, language: str = "auto", margin: float = 0.32, step: float = 0.24, min_audio: float = 0.24):
+    def __init__(self, language: str = "auto", margin: float = 0.32, step: float = 0.24, min_audio: float = 0.24,
+                 max_window: float = 20.0):
         self.language, self.margin = language, margin
         self.step, self.min_audio = int(step * SAMPLE_RATE), int(min_audio * SAMPLE_RATE)
+        self.max_window = int(max_window * SAMPLE_RATE)
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
@@ -76,12 +78,22 @@ class WordStream:
         """Audio of a complete utterance is not settled yet."""
         return self.utterances[0].text_end is not None
 
-    def job(self) -> Job | None:
-        """The next window to align, or None when nothing new is worth aligning."""
+    @property
+    def settled_time(self) -> float:
+        """Where the head utterance's window starts (seconds from the context's first sample): words before it are
+        settled."""
+        u = self.utterances[0]
+        return u.time + u.window / SAMPLE_RATE
+
+    def job(self, horizon: float | None = None) -> Job | None:
+        """The next window to align, or None when nothing is worth aligning yet: its audio is complete, or it has
+        grown by `step` and (with a `horizon`, in seconds from the context's first sample) the settled words end
+        before the horizon or the window is `max_window` long."""
         u = self.utterances[0]
         final = u.text_end is not None
         total = u.window + len(u.audio)
-        if not final and (len(u.audio) < self.min_audio or total - u.aligned < self.step):
+        if not final and (len(u.audio) < self.min_audio or total - u.aligned < self.step or horizon is not None
+                          and self.settled_time >= horizon and len(u.audio) < self.max_window):
             return None
         start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
         end = u.text_end if final else self._text_end(u.index)
@@ -90,7 +102,7 @@ class WordStream:
         job = Job(u.audio.copy(), units, u.time + u.window / SAMPLE_RATE, final)
         if final and (not units or len(u.audio) < HOP):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
-            return self.job()
+            return self.job(horizon)
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:

@@ -3,8 +3,8 @@
 1. Cost: one batched forward of (window audio, its words) per batch size and window length: aligner time per
    second of audio.
 2. Streams: `c` concurrent TTS streams (forced lengths, as engine_bench), run with alignment off and on. With
-   alignment on, every stream feeds a WordStream and runs its jobs through the shared AlignmentService, as the
-   gateway does. Lead of a word = (first chunk's arrival + word end) - the moment it settled: how long before a
+   alignment on, every stream feeds its audio to a LiveWords on the shared AlignmentService, as the gateway's
+   contexts do. Lead of a word = (first chunk's arrival + word end) - the moment it settled: how long before a
    real-time player reaches the word's end its timestamp is known. With random weights the model's times are
    arbitrary, so by default the stand-in times of a speaker who says the text evenly over the stream's audio
    (the model still runs every job, for the cost); `--times model` keeps the model's times (real checkpoints).
@@ -15,6 +15,7 @@ import asyncio
 import json
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from aligner import Aligner, AlignmentService, WordStream  # noqa: E402
+from aligner import Aligner, AlignmentService, LiveWords  # noqa: E402
 from aligner.text import segment  # noqa: E402
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.workload import WORDS, workload  # noqa: E402
@@ -69,41 +70,47 @@ def stand_in(job, truth) -> list[tuple[float, float]]:
                                                          truth[u.start][1] - job.start) for u in job.units]
 
 
+class EvenSpeaker:
+    """The alignment service for one stream, answering every job (once the model has run it) with the times of a
+    speaker who says the text evenly over the stream's forced length."""
+
+    def __init__(self, service, text: str, seconds: float):
+        self.service, self.truth = service, even_speaker(text, seconds)
+
+    def submit(self, job) -> Future:
+        out = Future()
+
+        def answer(done: Future) -> None:
+            if not out.cancelled():
+                out.set_exception(done.exception()) if done.exception() else out.set_result(stand_in(job, self.truth))
+        self.service.submit(job).add_done_callback(answer)
+        return out
+
+
 async def one_stream(engine, service, text, frames, seed, times, leads, early) -> StreamRecord:
     rec = StreamRecord(time.perf_counter(), chars=len(text))
     handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
                                             sampling=SamplingParams(seed=seed)))
-    words = truth = None
-    if service is not None:
-        words, truth, changed = WordStream("english"), even_speaker(text, frames * 0.08), asyncio.Event()
-        words.add_text(text)
-        words.close_utterance()
+    live, audio_done = None, []
 
-        async def align():
-            while True:
-                job = words.job()
-                if job is None:
-                    if words.utterances[0].index:      # the utterance is complete and settled
-                        return
-                    changed.clear()
-                    await changed.wait()
-                    continue
-                spans = await asyncio.wrap_future(service.submit(job.audio, [u.text for u in job.units]))
-                settled = words.apply(job, spans if times == "model" else stand_in(job, truth))
-                now = time.perf_counter()
-                leads.extend(rec.arrivals[0] + w.end - now for w in settled)
-                early.extend([not job.final] * len(settled))
-        task = asyncio.create_task(align())
+    async def settled(words) -> None:
+        now = time.monotonic()
+        leads.extend(live.first_audio + w.end - now for w in words)
+        early.extend([not audio_done] * len(words))
+    if service is not None:
+        source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08)
+        live = LiveWords(source, "english", timeout=60.0, on_words=settled)
+        live.add_text(text)
+        live.close_utterance()
     async for chunk in handle:
         rec.arrivals.append(time.perf_counter())
         rec.samples.append(len(chunk.pcm))
-        if words is not None:
-            words.add_audio(chunk.pcm)
-            if chunk.final:
-                words.end_audio()
-            changed.set()
-    if words is not None:
-        await task
+        if live is not None:
+            audio_done += [True] * chunk.final
+            live.add_audio(chunk.pcm, chunk.final)
+    if live is not None:
+        await live.settled()
+        live.close()
     return rec
 
 

@@ -7,12 +7,14 @@ from collections import deque
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from engine import EngineInputError, SamplingParams, SynthesisRequest
 
 from . import protocol as p
 from .audio import AudioEncoder
 from .streams import EngineStream
-from .words import NO_AUDIO, ContextWords
+from .words import context_words
 
 log = logging.getLogger("qwen_tts_gateway")
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
@@ -42,7 +44,7 @@ class Context:
         self.utterances: deque[Utterance] = deque()
         self.texts: list[str] = []       # every text message, in order: the context's text
         gw = session.gateway
-        self.words = ContextWords(self, gw.aligner, gw.config.aligner_timeout) \
+        self.words = context_words(self, gw.aligner, gw.config.aligner_timeout) \
             if gw.aligner is not None and settings.word_timestamps else None
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
@@ -142,7 +144,7 @@ class Context:
                 self.utterances.popleft()
                 if self.words:
                     if head.stream is None:
-                        self.words.add_audio(NO_AUDIO, final=True)
+                        self.words.add_audio(np.zeros(0, np.float32), final=True)
                     with suppress(p.ProtocolError, EngineInputError):   # raised again below, after `flushed`
                         self._start_next()       # the next utterance does not wait for this one's words
                     await self.words.settled()

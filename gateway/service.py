@@ -64,9 +64,8 @@ class Gateway:
                 pass
             if self.load_aligner is not None:
                 aligner = await asyncio.to_thread(self.load_aligner, self.engine)
-                service = AlignmentService(aligner).start()
-                await asyncio.wrap_future(service.submit(np.zeros(16000, np.float32), ["warming", "up"]))
-                self.aligner = service
+                await asyncio.to_thread(aligner.align_units, [(np.zeros(16000, np.float32), ["warming", "up"])])
+                self.aligner = AlignmentService(aligner).start()
                 log.info("forced aligner %s ready", getattr(aligner, "name", type(aligner).__name__))
             log.info("warm-up done in %.1fs; ready", time.perf_counter() - t0)
             self.status = "ready"

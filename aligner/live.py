@@ -1,0 +1,91 @@
+"""One context's word timestamps on an asyncio loop: its text and audio feed a WordStream, and a task runs the
+stream's alignment jobs through the shared AlignmentService, one at a time.
+
+Jobs follow playback, not generation: the audio of a stream comes several times faster than real time, and
+aligning every new chunk would keep the aligner busy for nothing. A job runs when the utterance's audio is
+complete, or when its window has grown by `step` and the settled words reach less than `lookahead` seconds past a
+real-time player's position (started at the first audio chunk), or when the window reaches `max_window`. A
+slow or failing aligner stops the words of the context (on_failure, once), never its audio."""
+import asyncio
+import time
+from typing import Awaitable, Callable
+
+import numpy as np
+
+from .align import Word
+from .bargein import Spoken, spoken
+from .stream import WordStream
+
+
+class LiveWords:
+    def __init__(self, service, language: str = "auto", timeout: float = 5.0, lookahead: float = 1.5,
+                 on_words: Callable[[list[Word]], Awaitable] | None = None,
+                 on_failure: Callable[[str], Awaitable] | None = None):
+        self.service, self.timeout, self.lookahead = service, timeout, lookahead
+        self.on_words, self.on_failure = on_words, on_failure
+        self.stream = WordStream(language)
+        self.first_audio: float | None = None    # when the player starts (monotonic)
+        self.failed = False
+        self.changed = asyncio.Event()           # new input for the stream
+        self.progress = asyncio.Event()          # a job was applied, or alignment ended
+        self.task = asyncio.create_task(self._run())
+
+    def add_text(self, text: str) -> None:
+        self.stream.add_text(text)
+
+    def close_utterance(self) -> None:
+        self.stream.close_utterance()
+        self.changed.set()
+
+    def add_audio(self, pcm: np.ndarray, final: bool) -> None:
+        """A chunk of the speaking utterance (24 kHz); `final`: its last one (an utterance without audio: empty)."""
+        if self.first_audio is None and len(pcm):
+            self.first_audio = time.monotonic()
+        self.stream.add_audio(pcm)
+        if final:
+            self.stream.end_audio()
+        self.changed.set()
+
+    async def settled(self) -> None:
+        """Until every word of the utterances whose audio is complete is settled, or alignment ended."""
+        while self.stream.pending and not (self.failed or self.task.done()):
+            self.progress.clear()
+            await self.progress.wait()
+
+    def spoken(self, played_ms: float) -> Spoken | None:
+        return None if self.failed else spoken(self.stream.text, self.stream.known_words(), played_ms / 1000)
+
+    def close(self) -> None:
+        self.task.cancel()
+
+    def _position(self) -> float | None:
+        return None if self.first_audio is None else time.monotonic() - self.first_audio
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                position = self._position()
+                job = self.stream.job(None if position is None else position + self.lookahead)
+                if job is None:                  # (job() itself settles an utterance with nothing to align)
+                    self.progress.set()
+                    self.changed.clear()
+                    due = None if position is None else self.stream.settled_time - self.lookahead - position
+                    try:                         # until new input, or until playback makes a job due
+                        await asyncio.wait_for(self.changed.wait(), due if due and due > 0 else None)
+                    except TimeoutError:
+                        pass
+                    continue
+                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job)), self.timeout)
+                words = self.stream.apply(job, spans)
+                self.progress.set()
+                if words and self.on_words:
+                    await self.on_words(words)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failed = True
+            if self.on_failure:
+                await self.on_failure("timed out" if isinstance(exc, TimeoutError) else
+                                      f"{exc.__class__.__name__}: {exc}")
+        finally:
+            self.progress.set()
