@@ -9,7 +9,7 @@ pytest.importorskip("pipecat")
 
 from pipecat.frames.frames import (EndFrame, ErrorFrame, InterruptionFrame, LLMFullResponseEndFrame,  # noqa: E402
                                    LLMFullResponseStartFrame, LLMTextFrame, TTSAudioRawFrame, TTSStartedFrame,
-                                   TTSStoppedFrame, TTSTextFrame)
+                                   TTSStoppedFrame, TTSTextFrame, TTSUpdateSettingsFrame)
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
@@ -98,6 +98,22 @@ def test_a_turn_yields_started_audio_text_and_stopped_frames(server):
     text = of(mine, TTSTextFrame)
     assert " ".join(t.text for t in text) == "".join(PIECES) and len(text) == 6          # a frame per timed word
     assert [t.pts for t in text] == sorted(t.pts for t in text) and text[0].pts > 0
+    assert not of(up, ErrorFrame)
+
+
+def test_a_settings_change_within_a_turn_starts_a_new_context(server):
+    async def run():
+        async with running(make_tts(server)) as (worker, up, down):
+            await worker.queue_frames([LLMFullResponseStartFrame(), LLMTextFrame("Hello there. "),
+                                       TTSUpdateSettingsFrame(delta=QwenTTSService.Settings(voice="vivian")),
+                                       LLMTextFrame("How are you?"), LLMFullResponseEndFrame()])
+            await wait_until(lambda: len(of(down, TTSStoppedFrame)) == 2, 10)
+            return list(down), list(up)
+
+    down, up = asyncio.run(run())
+    first, second = [f.context_id for f in of(down, TTSStoppedFrame)]
+    assert first != second and of(down, TTSAudioRawFrame, first) and of(down, TTSAudioRawFrame, second)
+    assert [t.text for t in of(down, TTSTextFrame)] == ["Hello", "there.", "How", "are", "you?"]
     assert not of(up, ErrorFrame)
 
 
