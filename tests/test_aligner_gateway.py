@@ -4,6 +4,7 @@ import asyncio
 import threading
 import time
 
+import httpx
 import numpy as np
 import pytest
 import websockets
@@ -92,6 +93,8 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
         if isinstance(m, p.Words):                                     # known before a real-time player ends
             assert t <= playback_end
     assert max(e for _, _, e, *_ in words) <= log[-1][1].audio_ms / 1000 + 1e-3
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert "tts_aligner_queued_jobs 0" in metrics and "tts_aligner_busy_seconds" in metrics
 
 
 def barge_in(srv, context_id, first, more, played_ms=lambda got: None):

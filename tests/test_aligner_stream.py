@@ -176,3 +176,24 @@ def test_bargein_counts_provisional_words_conservatively():
     assert spoken(stream.text, stream.known_words(), 1.25).text == "one two three"
     assert spoken(stream.text, stream.known_words(), 1.1).text == "one two three"     # 0.2 of its 0.3 s played
     assert spoken(stream.text, stream.known_words(), 1.0).text == "one two"           # 0.1 of it
+
+
+def test_jobs_follow_the_playback_horizon():
+    """With a horizon (a player's position plus lookahead), a window is aligned only once the settled words end
+    before it, or when the window reaches max_window; a complete utterance is aligned at once."""
+    text = "one two three four five six seven eight nine"
+    stream, truth = WordStream("english", max_window=3.0), timeline(text)
+    stream.add_text(text)
+    stream.close_utterance()
+    stream.add_audio(np.zeros(24000, np.float32))
+    job = stream.job(horizon=1.5)
+    assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["one"]          # 0.4 <= 1.0 - 0.32
+    assert stream.settled_time == pytest.approx(0.4)
+    stream.add_audio(np.zeros(24000, np.float32))
+    assert stream.job(horizon=0.4) is None                 # the player is far from the settled words
+    job = stream.job(horizon=0.41)
+    assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["two", "three", "four"]
+    stream.add_audio(np.zeros(3 * 24000, np.float32))      # the window passes max_window: aligned anyway
+    assert stream.job(horizon=0.0) is not None
+    stream.end_audio()
+    assert stream.job(horizon=0.0).final
