@@ -32,11 +32,21 @@ class Job:
 class _Utterance:
     index: int                 # which utterance of the context
     time: float                # its start, seconds from the context's first sample
-    audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))   # 16 kHz, from the window start
+    chunks: list = field(default_factory=list)    # its 16 kHz audio from the window start, joined when aligned
+    length: int = 0            # samples in chunks
     window: int = 0            # window start, 16 kHz samples from the utterance's start
     samples: int = 0           # 24 kHz samples so far
     aligned: int = 0           # the utterance's 16 kHz samples when its last job was made
     text_end: int | None = None   # set when its audio is complete
+
+    def add(self, pcm: np.ndarray) -> None:
+        self.chunks.append(pcm)
+        self.length += len(pcm)
+
+    def audio(self) -> np.ndarray:
+        if len(self.chunks) != 1:
+            self.chunks = [np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)]
+        return self.chunks[0]
 
 
 class WordStream:
@@ -63,12 +73,12 @@ class WordStream:
     def add_audio(self, pcm: np.ndarray) -> None:
         u = self.utterances[-1]
         u.samples += len(pcm)
-        u.audio = np.concatenate([u.audio, self.resampler.push(pcm)])
+        u.add(self.resampler.push(pcm))
 
     def end_audio(self) -> None:
         """The utterance's audio is complete; audio after this belongs to the next utterance."""
         u = self.utterances[-1]
-        u.audio = np.concatenate([u.audio, self.resampler.finish()])
+        u.add(self.resampler.finish())
         u.text_end = self._text_end(u.index)
         self.utterances.append(_Utterance(u.index + 1, u.time + u.samples / SOURCE_RATE))
 
@@ -91,16 +101,16 @@ class WordStream:
         before the horizon or the window is `max_window` long."""
         u = self.utterances[0]
         final = u.text_end is not None
-        total = u.window + len(u.audio)
-        if not final and (len(u.audio) < self.min_audio or total - u.aligned < self.step or horizon is not None
-                          and self.settled_time >= horizon and len(u.audio) < self.max_window):
+        total = u.window + u.length
+        if not final and (u.length < self.min_audio or total - u.aligned < self.step or horizon is not None
+                          and self.settled_time >= horizon and u.length < self.max_window):
             return None
         start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
         end = u.text_end if final else self._text_end(u.index)
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
         u.aligned = total
-        job = Job(u.audio.copy(), units, u.time + u.window / SAMPLE_RATE, final)
-        if final and (not units or len(u.audio) < HOP):   # nothing to align: settle at once
+        job = Job(u.audio(), units, u.time + u.window / SAMPLE_RATE, final)
+        if final and (not units or u.length < HOP):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
             return self.job(horizon)
         return job if units else None
@@ -124,8 +134,8 @@ class WordStream:
         if job.final:
             self.utterances.popleft()
         elif settled:
-            cut = min(len(u.audio), max(0, round((settled[-1].end - job.start) * SAMPLE_RATE)))
-            u.audio, u.window = u.audio[cut:], u.window + cut
+            cut = min(u.length, max(0, round((settled[-1].end - job.start) * SAMPLE_RATE)))
+            u.chunks, u.length, u.window = [u.audio()[cut:]], u.length - cut, u.window + cut
         return settled
 
     def known_words(self) -> list[Word]:
