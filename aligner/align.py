@@ -12,7 +12,7 @@ from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
-from .features import HOP, SAMPLE_RATE, log_mel
+from .features import HOP, SAMPLE_RATE, log_mel, resample
 from .model import AlignerModel
 from .text import segment
 
@@ -92,27 +92,29 @@ class Aligner:
         net.thinker.model.pack()
         return cls(net, tokenizer, name)
 
-    def align(self, audio: np.ndarray, text: str, language: str) -> list[Word]:
-        """16 kHz mono float32 audio and its transcript -> one Word per unit of `text`, in seconds (ms rounded)."""
+    def align(self, audio: np.ndarray, text: str, language: str, sample_rate: int = SAMPLE_RATE) -> list[Word]:
+        """Mono float32 audio and its transcript -> one Word per unit of `text`, in seconds (ms rounded)."""
         units = segment(text, language)
-        spans = self.align_units([(audio, [u.text for u in units])])[0]
+        spans = self.align_units([(audio, [u.text for u in units])], sample_rate)[0]
         return [Word(u.text, s, e, u.start, u.end) for u, (s, e) in zip(units, spans)]
 
-    def align_units(self, items: list[tuple[np.ndarray, list[str]]]) -> list[list[tuple[float, float]]]:
-        """A batch of (16 kHz audio, word units) -> (start, end) seconds per unit, in one forward."""
+    def align_units(self, items: list[tuple[np.ndarray, list[str]]],
+                    sample_rate: int = SAMPLE_RATE) -> list[list[tuple[float, float]]]:
+        """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
+        than 16 kHz is resampled on the device."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
             return out
         mels, ids = [], []
         for i in todo:
-            audio, units = items[i]
+            audio = resample(torch.from_numpy(np.asarray(items[i][0], np.float32)).to(self.device), sample_rate)
             if len(audio) < HOP:
-                raise ValueError(f"audio of {len(audio)} samples is too short to align (at least {HOP})")
-            peak = float(np.abs(audio).max())
-            audio = np.clip(audio / peak if peak > 1.0 else audio, -1.0, 1.0).astype(np.float32)
-            mels.append(log_mel(torch.from_numpy(audio).to(self.device), self.cfg.audio.num_mel_bins))
-            ids.append(self._input_ids(audio_tokens(len(audio) // HOP, self.model.thinker.audio_tower.chunk), units))
+                raise ValueError(f"audio of {len(audio)} samples at 16 kHz is too short to align (at least {HOP})")
+            audio = (audio / audio.abs().max().clamp(min=1.0)).clamp(-1.0, 1.0)   # peak-normalized if above 1
+            mels.append(log_mel(audio, self.cfg.audio.num_mel_bins))
+            ids.append(self._input_ids(audio_tokens(len(audio) // HOP, self.model.thinker.audio_tower.chunk),
+                                       items[i][1]))
         for i, classes in zip(todo, self.model.classify(mels, ids)):
             ms = repair([c * self.cfg.segment_ms for c in classes.tolist()])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]

@@ -2,9 +2,11 @@
 16 kHz, n_fft 400, hop 160 (100 frames/s), slaney mel filters to 8 kHz, log10 floored at 1e-10, clamped to
 8 below the maximum, then (x + 4) / 4. No padding, no 30 s truncation, no dither."""
 from functools import lru_cache
+from math import gcd
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 SAMPLE_RATE, N_FFT, HOP = 16000, 400, 160
 
@@ -42,3 +44,22 @@ def log_mel(audio: torch.Tensor, n_mels: int = 128) -> torch.Tensor:
     filters = torch.from_numpy(mel_filters(n_mels)).to(audio.device, torch.float32)
     logs = torch.clamp(filters.T @ power, min=1e-10).log10()
     return (torch.maximum(logs, logs.max() - 8.0) + 4.0) / 4.0
+
+
+def resample(audio: torch.Tensor, rate: int, target: int = SAMPLE_RATE, zero_crossings: int = 16) -> torch.Tensor:
+    """[samples] at `rate` -> ceil(samples * target / rate) samples at `target`: a zero-phase Kaiser-windowed sinc
+    low-pass at 90% of the lower Nyquist frequency, zeros beyond both ends (on the audio's device)."""
+    if rate == target:
+        return audio
+    g = gcd(rate, target)
+    up, down = target // g, rate // g
+    span = max(up, down)
+    n = 2 * zero_crossings * span + 1
+    t = torch.arange(n, device=audio.device, dtype=torch.float64) - (n - 1) // 2
+    cutoff = 0.45 / span
+    taps = 2 * cutoff * torch.sinc(2 * cutoff * t) * torch.kaiser_window(n, False, 8.6, dtype=torch.float64,
+                                                                         device=audio.device) * up
+    stuffed = torch.zeros(len(audio) * up, device=audio.device, dtype=torch.float32)
+    stuffed[::up] = audio
+    out = F.conv1d(stuffed[None, None], taps.float()[None, None], padding=(n - 1) // 2)[0, 0, ::down]
+    return out[:-(-len(audio) * up // down)]

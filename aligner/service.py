@@ -8,7 +8,7 @@ from concurrent.futures import Future
 
 import torch
 
-from .features import SAMPLE_RATE
+from .stream import RATE
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -16,9 +16,9 @@ class AlignmentUnavailable(RuntimeError):
 
 
 class AlignmentService:
-    def __init__(self, aligner, max_batch: int = 32, max_batch_seconds: float = 600.0, max_queue: int = 256):
-        """`aligner`: anything with align_units([(16 kHz audio, [unit, ...]), ...]) -> [[(start, end), ...], ...]."""
-        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * SAMPLE_RATE)
+    def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 600.0, max_queue: int = 1024):
+        """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate) -> [[(start, end), ...]]."""
+        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.stats = dict(batches=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, failed=0, rejected=0)
@@ -71,7 +71,7 @@ class AlignmentService:
             return
         t0 = time.perf_counter()
         try:
-            results = self.aligner.align_units([(audio, units) for audio, units, _ in batch])
+            results = self.aligner.align_units([(audio, units) for audio, units, _ in batch], RATE)
         except Exception as exc:
             self.stats["failed"] += len(batch)
             for *_, future in batch:
@@ -80,6 +80,6 @@ class AlignmentService:
         self.stats["busy_seconds"] += time.perf_counter() - t0
         self.stats["batches"] += 1
         self.stats["jobs"] += len(batch)
-        self.stats["audio_seconds"] += sum(len(audio) for audio, *_ in batch) / SAMPLE_RATE
+        self.stats["audio_seconds"] += sum(len(audio) for audio, *_ in batch) / RATE
         for (*_, future), result in zip(batch, results):
             future.set_result(result)

@@ -1,28 +1,28 @@
 """Streaming word timestamps for one context: which words are settled, given its text and audio so far.
 
 The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
-chunks (24 kHz, as the engine makes it). The speaking utterance is aligned over a window: its audio from the end
-of the last settled word, and its text from that word on. A word settles when it is not the text's last unit (the
-text may still grow it) and it ends at least `margin` s before the window's audio does (its neighbours are
-spoken), or once the utterance's audio is complete (then every word of it settles). Settled words are final:
-never resent, in order, times cumulative from the context's first sample, spans into the context's text."""
+chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device). The speaking
+utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
+on. A word settles when it is not the text's last unit (the text may still grow it) and it ends at least `margin`
+s before the window's audio does (its neighbours are spoken), or once the utterance's audio is complete (then
+every word of it settles). Settled words are final: never resent, in order, times cumulative from the context's
+first sample, spans into the context's text."""
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gateway.audio import SOURCE_RATE, Resampler
-
 from .align import Word
-from .features import HOP, SAMPLE_RATE
 from .text import Unit, segment
 
+RATE = 24000        # the engine's audio
+MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
 GUARD = 0.16        # provisional words end at least this long before their alignment's audio does
 
 
 @dataclass
 class Job:
-    audio: np.ndarray          # 16 kHz: the window
+    audio: np.ndarray          # 24 kHz: the window
     units: list[Unit]          # the window's text units, spans into the context's text
     start: float               # window start, seconds from the context's first sample
     final: bool                # the utterance's audio is complete: every unit settles
@@ -32,11 +32,10 @@ class Job:
 class _Utterance:
     index: int                 # which utterance of the context
     time: float                # its start, seconds from the context's first sample
-    chunks: list = field(default_factory=list)    # its 16 kHz audio from the window start, joined when aligned
+    chunks: list = field(default_factory=list)    # its audio from the window start, joined when aligned
     length: int = 0            # samples in chunks
-    window: int = 0            # window start, 16 kHz samples from the utterance's start
-    samples: int = 0           # 24 kHz samples so far
-    aligned: int = 0           # the utterance's 16 kHz samples when its last job was made
+    window: int = 0            # window start, samples from the utterance's start
+    aligned: int = 0           # the utterance's samples when its last job was made
     text_end: int | None = None   # set when its audio is complete
 
     def add(self, pcm: np.ndarray) -> None:
@@ -53,13 +52,11 @@ class WordStream:
     def __init__(self, language: str = "auto", margin: float = 0.32, step: float = 0.24, min_audio: float = 0.24,
                  max_window: float = 20.0):
         self.language, self.margin = language, margin
-        self.step, self.min_audio = int(step * SAMPLE_RATE), int(min_audio * SAMPLE_RATE)
-        self.max_window = int(max_window * SAMPLE_RATE)
+        self.step, self.min_audio, self.max_window = int(step * RATE), int(min_audio * RATE), int(max_window * RATE)
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
         self.provisional: list[Word] = []    # the last alignment's unsettled words, up to GUARD before its end
-        self.resampler = Resampler(SAMPLE_RATE, SOURCE_RATE)
         self.utterances = deque([_Utterance(0, 0.0)])   # head: being aligned; tail: receiving audio
         self.settled_char = 0                # end of the last settled word
 
@@ -71,16 +68,13 @@ class WordStream:
         self.bounds.append(len(self.text))
 
     def add_audio(self, pcm: np.ndarray) -> None:
-        u = self.utterances[-1]
-        u.samples += len(pcm)
-        u.add(self.resampler.push(pcm))
+        self.utterances[-1].add(pcm)
 
     def end_audio(self) -> None:
         """The utterance's audio is complete; audio after this belongs to the next utterance."""
         u = self.utterances[-1]
-        u.add(self.resampler.finish())
         u.text_end = self._text_end(u.index)
-        self.utterances.append(_Utterance(u.index + 1, u.time + u.samples / SOURCE_RATE))
+        self.utterances.append(_Utterance(u.index + 1, u.time + (u.window + u.length) / RATE))
 
     # alignment -----------------------------------------------------------------------------------------------------
     @property
@@ -93,7 +87,7 @@ class WordStream:
         """Where the head utterance's window starts (seconds from the context's first sample): words before it are
         settled."""
         u = self.utterances[0]
-        return u.time + u.window / SAMPLE_RATE
+        return u.time + u.window / RATE
 
     def job(self, horizon: float | None = None) -> Job | None:
         """The next window to align, or None when nothing is worth aligning yet: its audio is complete, or it has
@@ -109,15 +103,15 @@ class WordStream:
         end = u.text_end if final else self._text_end(u.index)
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
         u.aligned = total
-        job = Job(u.audio(), units, u.time + u.window / SAMPLE_RATE, final)
-        if final and (not units or u.length < HOP):   # nothing to align: settle at once
+        job = Job(u.audio(), units, u.time + u.window / RATE, final)
+        if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
             return self.job(horizon)
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
         """Take an alignment of `job` ((start, end) s per unit, from the window start); returns the words it settles."""
-        u, duration = self.utterances[0], len(job.audio) / SAMPLE_RATE
+        u, duration = self.utterances[0], len(job.audio) / RATE
         words = [Word(self.text[x.start:x.end], job.start + min(s, duration), job.start + min(e, duration),
                       x.start, x.end) for x, (s, e) in zip(job.units, spans)]
         closed = job.final or len(self.bounds) > u.index
@@ -134,7 +128,7 @@ class WordStream:
         if job.final:
             self.utterances.popleft()
         elif settled:
-            cut = min(u.length, max(0, round((settled[-1].end - job.start) * SAMPLE_RATE)))
+            cut = min(u.length, max(0, round((settled[-1].end - job.start) * RATE)))
             u.chunks, u.length, u.window = [u.audio()[cut:]], u.length - cut, u.window + cut
         return settled
 

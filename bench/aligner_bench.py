@@ -39,13 +39,13 @@ def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int
     rng, rows = np.random.default_rng(0), []
     for seconds in windows:
         for b in batches:
-            items = [((0.1 * rng.standard_normal(int(seconds * 16000))).astype(np.float32),
+            items = [((0.1 * rng.standard_normal(int(seconds * 24000))).astype(np.float32),
                       list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(b)]
-            aligner.align_units(items)
+            aligner.align_units(items, 24000)
             sync()
             t0 = time.perf_counter()
             for _ in range(repeat):
-                aligner.align_units(items)
+                aligner.align_units(items, 24000)
             ms = (time.perf_counter() - t0) / repeat * 1000
             rows.append(dict(window_s=seconds, batch=b, ms=ms, ms_per_audio_s=ms / (b * seconds)))
             print(f"cost  window {seconds:4.1f} s  batch {b:3d}  {ms:8.1f} ms  {ms / (b * seconds):7.2f} ms per "
@@ -64,7 +64,7 @@ def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
 
 def stand_in(job, truth) -> list[tuple[float, float]]:
     """What an aligner answers for the window: spoken words at their times; the rest crammed at the window's end."""
-    dur = len(job.audio) / 16000
+    dur = len(job.audio) / 24000
     end = job.start + dur
     return [(dur, dur) if truth[u.start][1] > end else (max(0.0, truth[u.start][0] - job.start),
                                                          truth[u.start][1] - job.start) for u in job.units]

@@ -139,18 +139,12 @@ def _align_parser(sub) -> None:
 def align(args) -> int:
     import json
 
-    import numpy as np
-
     from aligner import Aligner
     from engine.audio_io import read_wav
-    from gateway.audio import Resampler
 
     audio, rate = read_wav(args.audio)
-    if rate != 16000:
-        resampler = Resampler(16000, rate)
-        audio = np.concatenate([resampler.push(audio), resampler.finish()])
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype)
-    words = aligner.align(audio, args.text, args.language)
+    words = aligner.align(audio, args.text, args.language, rate)
     if args.json:
         print(json.dumps([{"word": w.word, "start": w.start, "end": w.end} for w in words], ensure_ascii=False))
     else:

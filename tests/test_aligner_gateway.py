@@ -25,7 +25,7 @@ class StandIn:
     def __init__(self):
         self.slow_done = threading.Event()
 
-    def align_units(self, items):
+    def align_units(self, items, sample_rate):
         out = []
         for audio, units in items:
             if "fail" in units:
@@ -33,7 +33,7 @@ class StandIn:
             if "slow" in units:
                 time.sleep(1.5)
                 self.slow_done.set()
-            edges = np.cumsum([0] + [len(u) + 1 for u in units]) * (len(audio) / 16000) / (sum(map(len, units)) + len(units))
+            edges = np.cumsum([0] + [len(u) + 1 for u in units]) * (len(audio) / sample_rate) / (sum(map(len, units)) + len(units))
             out.append([(round(float(a), 3), round(float(b) - (b - a) / (len(u) + 1), 3))
                         for u, a, b in zip(units, edges[:-1], edges[1:])])
         return out

@@ -22,7 +22,7 @@ def duration(truth: dict, t0: float) -> float:
 def oracle(job, truth: dict) -> list[tuple]:
     """What a real aligner answers: spoken words at their times (from the window start); words whose end is not
     in the audio yet are crammed at the end of the window."""
-    dur = len(job.audio) / 16000
+    dur = len(job.audio) / 24000
     end = job.start + dur
     return [(dur, dur) if truth[u.start][1] > end + 1e-6 else
             (max(0.0, truth[u.start][0] - job.start), truth[u.start][1] - job.start) for u in job.units]
@@ -45,7 +45,7 @@ def speak(stream: WordStream, truth: dict, seconds: float, sent: list, lag: int 
             job, _ = pending.pop()
             settled = stream.apply(job, oracle(job, truth))
             if not job.final:              # settled early only with `margin` of audio after the word
-                assert all(w.end <= job.start + len(job.audio) / 16000 - stream.margin + 1e-9 for w in settled)
+                assert all(w.end <= job.start + len(job.audio) / 24000 - stream.margin + 1e-9 for w in settled)
             sent += settled
             if (job := stream.job()) is not None:
                 pending.append([job, lag])
