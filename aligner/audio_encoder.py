@@ -90,11 +90,9 @@ class AudioEncoder(nn.Module):
             if n < self.chunk:
                 singles[i] = self._downsample(mel[None], [n])
                 continue
-            for start in range(0, n, self.chunk):
-                piece = mel[:, start:start + self.chunk]
-                frames.append(piece.shape[1])
-                pieces.append(F.pad(piece, (0, self.chunk - piece.shape[1])))
-        padded = self._downsample(torch.stack(pieces), frames) if pieces else None
+            frames += [min(self.chunk, n - start) for start in range(0, n, self.chunk)]
+            pieces.append(F.pad(mel, (0, -n % self.chunk)).unflatten(1, (-1, self.chunk)).transpose(0, 1))
+        padded = self._downsample(torch.cat(pieces), frames) if pieces else None
         tokens, at = [], 0
         for i, mel in enumerate(mels):
             if i in singles:
