@@ -123,6 +123,8 @@ class Engine:
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
+        for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
+            del self.seqs[seq_id]
 
     def _apply(self, cmd) -> None:
         kind, *args = cmd
@@ -134,6 +136,8 @@ class Engine:
                 self.scheduler.add(seq)
             except EngineInputError as exc:
                 seq.handle.deliver(exc)
+            except Exception as exc:            # e.g. reference audio the encoders cannot take
+                seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
         elif kind == "voice":
             self.voices.compute(*args)
         elif kind in ("append", "close", "cancel"):
@@ -144,8 +148,6 @@ class Engine:
                 self.loop.end(seq, "cancelled")
             else:
                 self.loop.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
-        for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
-            del self.seqs[seq_id]
 
     def _fail(self, seq: Sequence, exc: Exception) -> None:
         self.scheduler.finish(seq, "error")

@@ -78,3 +78,14 @@ def test_cli_synth_matches_the_official_code(tmp_path):
 def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert cli(["synth", "--dummy", "tiny", "--text", "Hi", "--voice", "nobody", "--out", str(tmp_path / "x.wav")]) == 2
     assert "unknown voice 'nobody'" in capsys.readouterr().err
+
+
+def test_unusable_reference_audio_fails_that_request_only(engines):
+    engine = engines["tiny-1.7B-Base"]
+    bad = engine.submit(SynthesisRequest(text="Hi", ref=VoiceRef(np.zeros(10, np.float32), 24000, x_vector_only=True)))
+    with pytest.raises(EngineInputError) as err:
+        list(bad.iter_blocking())
+    assert err.value.code == "invalid_request"
+    tone = (0.1 * np.sin(np.arange(24000) * 0.05)).astype(np.float32)
+    good = engine.submit(SynthesisRequest(text="Hi there", ref=VoiceRef(tone, 24000, x_vector_only=True), max_frames=4))
+    assert list(good.iter_blocking())[-1].final
