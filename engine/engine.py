@@ -59,9 +59,14 @@ class Engine:
     def num_active(self) -> int:
         return self.scheduler.num_active
 
+    @property
+    def step_ms(self) -> float:
+        """Moving average of a step's wall time: every running stream gains one 80 ms frame per step."""
+        return self.loop.step_s * 1000
+
     def stats(self) -> dict:
         return dict(active=self.num_active, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-                    frames=self.loop.frames_total, errors=self.errors)
+                    frames=self.loop.frames_total, errors=self.errors, step_ms=self.step_ms)
 
     # caller side (any thread) -------------------------------------------------------------------------------
     def submit(self, request: SynthesisRequest) -> RequestHandle:

@@ -76,6 +76,9 @@ def _serve_parser(sub) -> None:
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int, default=32,
                    help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
+    p.add_argument("--max-step-ms", type=float,
+                   help="measured capacity: refuse new streams while an engine step takes longer than this "
+                        "(default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off on a CPU)")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
     p.add_argument("--max-message-bytes", type=int, default=65536)
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
@@ -99,8 +102,12 @@ def serve(args) -> int:
     from .service import Gateway, GatewayConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import torch
+    on_gpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    max_step_ms = args.max_step_ms if args.max_step_ms is not None else (64.0 if on_gpu else None)
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket, max_active=args.max_active,
+                           max_step_ms=max_step_ms,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,

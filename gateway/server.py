@@ -73,6 +73,8 @@ async def metrics(request: Request) -> PlainTextResponse:
         "tts_max_active": ("admission limit (--max-active)", gateway.config.max_active),
         "tts_queued_requests": ("engine requests waiting for a batch slot", stats.get("waiting", 0)),
         "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
+        "tts_engine_step_ms": ("engine step wall time, moving average (capacity: --max-step-ms)",
+                               stats.get("step_ms", 0.0)),
     }
     if gateway.aligner is not None:
         aligner = gateway.aligner

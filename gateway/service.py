@@ -23,6 +23,7 @@ class GatewayConfig:
     max_sockets: int = 1024
     max_contexts_per_socket: int = 16
     max_active: int = 32                 # generating requests (also the engine's max_seqs)
+    max_step_ms: float | None = None     # refuse new streams while an engine step takes longer (None: no limit)
     context_timeout: float = 20.0
     max_message_bytes: int = 65536
     max_utterance_chars: int = 5000      # the engine re-reads an utterance's whole text on every append
@@ -39,7 +40,7 @@ class Gateway:
         self.engine = None
         self.aligner: AlignmentService | None = None
         self.status = "loading"              # loading -> warming_up -> ready -> shutting_down (or failed)
-        self.admission = Admission(config.max_active)
+        self.admission = Admission(config.max_active, config.max_step_ms, lambda: self.engine.step_ms)
         self.metrics = Metrics()
         self.sessions: set = set()
         self.open_contexts = 0

@@ -10,14 +10,20 @@ from .protocol import BUSY, ProtocolError
 
 
 class Admission:
-    """At most `limit` requests generate at once (--max-active); a new one beyond it is refused, never queued."""
+    """At most `limit` requests generate at once (--max-active), and none joins while the engine's measured step
+    time is over `max_step_ms` (--max-step-ms: the streams already running would fall behind real time). A request
+    beyond either is refused, never queued."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, max_step_ms: float | None = None, step_ms=lambda: 0.0):
         self.limit, self.active = limit, 0
+        self.max_step_ms, self.step_ms = max_step_ms, step_ms
 
     def acquire(self) -> None:
         if self.active >= self.limit:
             raise ProtocolError(BUSY, f"server busy: {self.limit} streams are generating; retry shortly")
+        if self.max_step_ms is not None and self.active and self.step_ms() > self.max_step_ms:
+            raise ProtocolError(BUSY, f"server busy: at capacity ({self.step_ms():.0f} ms per 80 ms frame step); "
+                                      f"retry shortly")
         self.active += 1
 
     def release(self) -> None:
