@@ -4,6 +4,7 @@ python bench/engine_bench.py --dummy 1.7B-CustomVoice --concurrency 1 16 64 256 
 import argparse
 import asyncio
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -15,24 +16,37 @@ from bench.workload import workload  # noqa: E402
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
 
 
+async def one_stream(engine, text: str, frames: int, chunk_frames, records: list) -> None:
+    rec = StreamRecord(time.perf_counter(), chars=len(text))
+    handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
+                                            sampling=SamplingParams(seed=len(records)), chunk_frames=chunk_frames))
+    async for chunk in handle:
+        rec.arrivals.append(time.perf_counter())
+        rec.samples.append(len(chunk.pcm))
+    records.append(rec)
+
+
 async def run_level(engine, concurrency: int, items, chunk_frames) -> tuple[list[StreamRecord], float]:
-    pending = list(items)
-    records = []
+    """Fixed concurrency: `concurrency` workers, each starting its next stream when one ends."""
+    pending, records = list(items), []
 
     async def worker():
         while pending:
-            text, frames = pending.pop()
-            rec = StreamRecord(time.perf_counter(), chars=len(text))
-            handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
-                                                    sampling=SamplingParams(seed=len(records)),
-                                                    chunk_frames=chunk_frames))
-            async for chunk in handle:
-                rec.arrivals.append(time.perf_counter())
-                rec.samples.append(len(chunk.pcm))
-            records.append(rec)
+            await one_stream(engine, *pending.pop(), chunk_frames, records)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return records, time.perf_counter() - t0
+
+
+async def run_poisson(engine, rate: float, items, chunk_frames, seed: int = 0) -> tuple[list[StreamRecord], float]:
+    """Poisson arrivals at `rate` streams per second."""
+    rng, records, tasks = random.Random(seed), [], []
+    t0 = time.perf_counter()
+    for text, frames in items:
+        tasks.append(asyncio.create_task(one_stream(engine, text, frames, chunk_frames, records)))
+        await asyncio.sleep(rng.expovariate(rate))
+    await asyncio.gather(*tasks)
     return records, time.perf_counter() - t0
 
 
@@ -42,6 +56,9 @@ def main():
     p.add_argument("--model")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64, 256])
     p.add_argument("--rounds", type=float, default=1.0, help="streams per level = rounds * concurrency")
+    p.add_argument("--poisson", type=float, nargs="+", default=[],
+                   help="also run Poisson arrivals at these rates (streams/s), --poisson-streams streams each")
+    p.add_argument("--poisson-streams", type=int, default=200)
     p.add_argument("--max-chars", type=int, default=500)
     p.add_argument("--chunk-frames", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     p.add_argument("--max-seqs", type=int, default=0)
@@ -59,18 +76,22 @@ def main():
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     asyncio.run(run_level(engine, 2, workload(4, seed=99, max_chars=60), tuple(args.chunk_frames)))   # warm-up
     results = []
-    for c in args.concurrency:
-        items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
+    levels = [("concurrency", c) for c in args.concurrency] + [("rate", r) for r in args.poisson]
+    for kind, c in levels:
+        items = workload(max(1, int(c * args.rounds)) if kind == "concurrency" else args.poisson_streams,
+                         seed=int(c), max_chars=args.max_chars)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         engine.loop.reset_profile()
-        records, wall = asyncio.run(run_level(engine, c, items, tuple(args.chunk_frames)))
-        row = dict(device=device, model=engine.info["model"], concurrency=c, **summarize(records, wall),
+        run = run_level(engine, c, items, tuple(args.chunk_frames)) if kind == "concurrency" else \
+            run_poisson(engine, c, items, tuple(args.chunk_frames))
+        records, wall = asyncio.run(run)
+        row = dict(device=device, model=engine.info["model"], **{kind: c}, **summarize(records, wall),
                    profile=engine.loop.profile_summary())
         if torch.cuda.is_available():
             row["gpu_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
         results.append(row)
-        print(f"c={c:4d} ttfa p50 {row['ttfa_p50_ms']:7.1f} ms p90 {row['ttfa_p90_ms']:7.1f} | rtf p50 "
+        print(f"{kind[0]}={c:5g} ttfa p50 {row['ttfa_p50_ms']:7.1f} ms p90 {row['ttfa_p90_ms']:7.1f} | rtf p50 "
               f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | viable {row['viability']:.3f} | "
               f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | {row['profile']}",
               flush=True)

@@ -18,7 +18,7 @@ def main():
     args = p.parse_args()
     fig, (ax_ttfa, ax_viable) = plt.subplots(1, 2, figsize=(10, 4))
     for f in args.files:
-        rows = json.loads(Path(f).read_text())
+        rows = [r for r in json.loads(Path(f).read_text()) if "concurrency" in r]
         label = f"{rows[0]['model'].removeprefix('dummy:')} ({rows[0]['device'].removeprefix('NVIDIA ')})"
         c = [r["concurrency"] for r in rows]
         ax_ttfa.plot(c, [r["ttfa_p50_ms"] for r in rows], "o-", label=f"{label} p50")
