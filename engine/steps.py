@@ -14,7 +14,13 @@ from .runner import HostCopy
 from .sequence import Sequence
 
 ROLE = "<|im_start|>assistant\n"
+
+
 SAMPLES_PER_FRAME = 1920
+
+
+class KVCacheFull(RuntimeError):
+    """A stream needed a KV block when none was free: it ends; the others go on."""
 
 
 class StepLoop:
@@ -111,8 +117,12 @@ class StepLoop:
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         talkers, text_ids = [], []
-        for s in sched.running:                 # streams with a finished frame whose next text row is here
+        for s in list(sched.running):           # streams with a finished frame whose next text row is here
             if s.has_c0 or s.finish_reason:
+                continue
+            if not runner.kv.can_grow(s, 1):
+                self.end(s, "error", KVCacheFull(f"the KV cache is full ({s.num_tokens} tokens in this stream); "
+                                                 "retry, or raise kv_tokens_per_seq"))
                 continue
             tid = s.next_text_id(self.pad, self.eos_text)
             if tid is not None:

@@ -89,3 +89,17 @@ def test_unusable_reference_audio_fails_that_request_only(engines):
     tone = (0.1 * np.sin(np.arange(24000) * 0.05)).astype(np.float32)
     good = engine.submit(SynthesisRequest(text="Hi there", ref=VoiceRef(tone, 24000, x_vector_only=True), max_frames=4))
     assert list(good.iter_blocking())[-1].final
+
+
+def test_a_full_kv_cache_ends_the_stream_that_needs_more_and_no_other():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48).start()
+    try:
+        long = engine.submit(SynthesisRequest(text="A long one that keeps going.", max_frames=200, ignore_eos=True))
+        short = engine.submit(SynthesisRequest(text="Short.", max_frames=20, ignore_eos=True))
+        assert sum(len(c.codes) for c in short.iter_blocking()) == 20
+        with pytest.raises(RuntimeError, match="KV cache is full"):
+            list(long.iter_blocking())
+        again = engine.submit(SynthesisRequest(text="Next.", max_frames=10, ignore_eos=True))
+        assert sum(len(c.codes) for c in again.iter_blocking()) == 10
+    finally:
+        engine.shutdown()
