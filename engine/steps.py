@@ -1,4 +1,4 @@
-"""One engine step for all active streams: prefill -> code predictor -> talker -> codec decode -> PCM out.
+"""One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out.
 
 The stages are fixed; a variant only changes how its prompt is laid out (prompt.py)."""
 import time
@@ -14,8 +14,6 @@ from .runner import HostCopy
 from .sequence import Sequence
 
 ROLE = "<|im_start|>assistant\n"
-
-
 SAMPLES_PER_FRAME = 1920
 
 
