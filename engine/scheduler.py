@@ -42,6 +42,7 @@ class Scheduler:
             if seqs and tokens + n > self.max_prefill_tokens or not self.kv.can_grow(seq, n + 1):
                 break
             self.waiting.remove(seq)
+            self.kv.grow(seq, n)            # taken now: the next candidate sees only the blocks still free
             seq.slot = self.free_slots.popleft()
             seq.status = Status.RUNNING
             self.running.append(seq)

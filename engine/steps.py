@@ -124,6 +124,7 @@ class StepLoop:
                 continue
             tid = s.next_text_id(self.pad, self.eos_text)
             if tid is not None:
+                runner.kv.grow(s, 1)            # taken now: the next stream's check sees only the blocks still free
                 talkers.append(s)
                 text_ids.append(tid)
         c0 = None

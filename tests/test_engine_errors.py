@@ -103,3 +103,56 @@ def test_a_full_kv_cache_ends_the_stream_that_needs_more_and_no_other():
         assert sum(len(c.codes) for c in again.iter_blocking()) == 10
     finally:
         engine.shutdown()
+
+
+def _run_in_thread(fn, timeout: float = 60.0):
+    """fn() on a daemon thread; its result or exception, or TimeoutError if it hangs."""
+    import threading
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as exc:          # noqa: BLE001 - handed to the test
+            box["error"] = exc
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError("hung")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _outcome(handle):
+    try:
+        return sum(len(c.codes) for c in handle.iter_blocking())
+    except Exception as exc:                  # noqa: BLE001
+        return exc
+
+
+def test_two_streams_needing_the_last_kv_block_in_one_step_end_one_not_all():
+    # 3 blocks of 16 tokens; both streams cross into their second block in the same step with one block free
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=24)
+    try:
+        a = engine.submit(SynthesisRequest(text="Hello there.", max_frames=30, ignore_eos=True))
+        b = engine.submit(SynthesisRequest(text="Hello there.", max_frames=30, ignore_eos=True))
+        engine.start()
+        outcomes = [_run_in_thread(lambda: _outcome(a)), _run_in_thread(lambda: _outcome(b))]
+        assert 30 in outcomes
+        assert any(isinstance(o, RuntimeError) and "KV cache is full" in str(o) for o in outcomes), outcomes
+    finally:
+        engine.shutdown()
+
+
+def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
+    # 3 blocks of 16 tokens; each prompt needs 2: the second waits for the first instead of failing the step
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=24)
+    try:
+        kw = dict(text="Hi", instruct="x " * 6, max_frames=4, ignore_eos=True)
+        a, b = engine.submit(SynthesisRequest(**kw)), engine.submit(SynthesisRequest(**kw))
+        engine.start()
+        assert [_run_in_thread(lambda: _outcome(a)), _run_in_thread(lambda: _outcome(b))] == [4, 4]
+    finally:
+        engine.shutdown()
