@@ -27,6 +27,8 @@ class StepLoop:
         self.cfg, self.tokenizer = model.cfg, model.tokenizer
         self.builder = PromptBuilder(model.cfg, model.tts.talker)
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
+        self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
+        self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
         self.frames_total = 0
         self.step_s = 0.0                      # moving average of a step's wall time
         self.profile = False                  # synchronize and time each stage (benchmarks only)
@@ -89,14 +91,23 @@ class StepLoop:
         seq.handle.deliver(error or AudioChunk(np.zeros(0, np.float32), np.zeros((0, 16), np.int64),
                                                seq.frames, seq.frames * SAMPLES_PER_FRAME, True, reason))
 
+    def _prompt(self, s: Sequence):
+        """The prompt to prefill, or None while text is missing; a prompt that can never fit ends its stream."""
+        prompt = self.builder.build(s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed,
+                                    s.request.non_streaming_text)
+        if prompt is not None and prompt.rows.shape[0] > self.max_prompt:
+            self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.rows.shape[0]} tokens) "
+                                                  f"exceeds the {self.max_prompt} tokens a stream can start with"))
+            return None
+        return prompt
+
     # the step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
         runner, sched = self.runner, self.scheduler
         self.steps += 1
         started = time.perf_counter()
         with self._stage("prefill"):
-            seqs, prompts = sched.admit(lambda s: self.builder.build(
-                s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed, s.request.non_streaming_text))
+            seqs, prompts = sched.admit(self._prompt)
             for s, p in zip(seqs, prompts):
                 s.fed, s.eos_fed = p.consumed, p.eos_consumed
             if seqs:
@@ -117,6 +128,9 @@ class StepLoop:
         talkers, text_ids = [], []
         for s in list(sched.running):           # streams with a finished frame whose next text row is here
             if s.has_c0 or s.finish_reason:
+                continue
+            if s.num_tokens + 1 > self.max_context:   # the stream's context is full: it ends like a frame cap
+                s.finish_reason = "length"
                 continue
             if not runner.kv.can_grow(s, 1):
                 self.end(s, "error", KVCacheFull(f"the KV cache is full ({s.num_tokens} tokens in this stream); "

@@ -156,3 +156,32 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
         assert [_run_in_thread(lambda: _outcome(a)), _run_in_thread(lambda: _outcome(b))] == [4, 4]
     finally:
         engine.shutdown()
+
+
+def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=32).start()
+    try:
+        big = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 40, max_frames=4))
+        with pytest.raises(EngineInputError) as err:
+            _run_in_thread(lambda: list(big.iter_blocking()), timeout=30)
+        assert err.value.code == "text_too_long"
+        nxt = engine.submit(SynthesisRequest(text="Next.", max_frames=4, ignore_eos=True))
+        assert _run_in_thread(lambda: _outcome(nxt), timeout=30) == 4
+    finally:
+        engine.shutdown()
+
+
+def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
+    from engine.runner import MAX_CONTEXT
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192)
+    try:
+        long = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 9190, max_frames=40, ignore_eos=True))
+        short = engine.submit(SynthesisRequest(text="Hello there.", max_frames=40, ignore_eos=True))
+        engine.start()
+        chunks = _run_in_thread(lambda: list(long.iter_blocking()))
+        assert chunks[-1].finish_reason == "length"
+        assert 0 < sum(len(c.codes) for c in chunks) < 40
+        assert _run_in_thread(lambda: _outcome(short)) == 40
+        assert all(len(s.block_table) * 16 <= MAX_CONTEXT for s in engine.scheduler.running)
+    finally:
+        engine.shutdown()
