@@ -30,6 +30,10 @@ class Validator:
             raise EngineInputError("invalid_request", "max_frames must be at least 1")
         if not r.chunk_frames or min(r.chunk_frames) < 1:
             raise EngineInputError("invalid_request", "chunk_frames must be positive frame counts")
+        for name in ("top_k", "subtalker_top_k", "seed"):       # they go into int64 tensors of the shared step
+            value = getattr(r.sampling, name)
+            if value is not None and not -2 ** 63 <= value < 2 ** 63:
+                raise EngineInputError("invalid_request", f"sampling {name} must be below 2**63")
         self._check_voice(r)
 
     def _check_voice(self, r: SynthesisRequest) -> None:

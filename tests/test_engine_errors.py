@@ -4,7 +4,7 @@ import wave
 import numpy as np
 import pytest
 
-from engine import Engine, EngineInputError, SynthesisRequest, VoiceRef
+from engine import Engine, EngineInputError, SamplingParams, SynthesisRequest, VoiceRef
 from engine.weights import ModelLoadError
 from gateway.cli import main as cli
 from reference import cached_model_dir, official_generate
@@ -26,6 +26,8 @@ def engines():
     ("tiny", dict(text="x" * 6000), "text_too_long", "5000"),
     ("tiny", dict(text="Hi", non_streaming_text=True, text_complete=False), "invalid_request", "whole text"),
     ("tiny", dict(text="Hi", max_frames=0), "invalid_request", "max_frames"),
+    ("tiny", dict(text="Hi", sampling=SamplingParams(top_k=2 ** 63)), "invalid_request", "top_k"),
+    ("tiny", dict(text="Hi", sampling=SamplingParams(seed=2 ** 64)), "invalid_request", "seed"),
     ("tiny-1.7B-Base", dict(text="Hi"), "missing_reference", "reference audio"),
     ("tiny-1.7B-Base", dict(text="Hi", ref=VoiceRef(np.zeros(24000, np.float32), 24000)), "missing_reference",
      "transcript"),
@@ -185,3 +187,11 @@ def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
         assert all(len(s.block_table) * 16 <= MAX_CONTEXT for s in engine.scheduler.running)
     finally:
         engine.shutdown()
+
+
+def test_a_sampling_value_the_engine_cannot_hold_fails_that_request_only(engines):
+    engine = engines["tiny"]
+    other = engine.submit(SynthesisRequest(text="Hello there.", max_frames=6, ignore_eos=True))
+    with pytest.raises(EngineInputError):
+        engine.submit(SynthesisRequest(text="Hi", sampling=SamplingParams(top_k=2 ** 70)))
+    assert _run_in_thread(lambda: _outcome(other)) == 6
