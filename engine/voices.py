@@ -42,6 +42,8 @@ class VoiceCache:
 
     def compute(self, name: str, ref: VoiceRef, future: Future) -> None:
         """Engine thread."""
+        if not future.set_running_or_notify_cancel():   # the caller gave up (cancelled): setting it would raise here
+            return
         try:
             voice = self.model.make_voice(ref)
         except Exception as exc:

@@ -195,3 +195,18 @@ def test_a_sampling_value_the_engine_cannot_hold_fails_that_request_only(engines
     with pytest.raises(EngineInputError):
         engine.submit(SynthesisRequest(text="Hi", sampling=SamplingParams(top_k=2 ** 70)))
     assert _run_in_thread(lambda: _outcome(other)) == 6
+
+
+def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
+    engine = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=1)
+    try:
+        tone = (0.1 * np.sin(np.arange(24000) * 0.05)).astype(np.float32)
+        future = engine.register_voice("gone", VoiceRef(tone, 24000, x_vector_only=True))
+        assert future.cancel()                 # e.g. the HTTP client left while it waited
+        engine.start()
+        h = engine.submit(SynthesisRequest(text="Hi there", ref=VoiceRef(tone, 24000, x_vector_only=True),
+                                           max_frames=3, ignore_eos=True))
+        assert _run_in_thread(lambda: _outcome(h), timeout=30) == 3
+        assert engine._thread.is_alive()
+    finally:
+        engine.shutdown()
