@@ -147,8 +147,8 @@ class Engine:
             self.voices.compute(*args)
         elif kind in ("append", "close", "cancel"):
             seq = self.seqs.get(args[0])
-            if seq is None or seq.status is Status.FINISHED:
-                return
+            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
+                return                          # text after close_text would be spoken after end-of-text
             if kind == "cancel":
                 self.loop.end(seq, "cancelled")
             else:

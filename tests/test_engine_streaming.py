@@ -107,3 +107,16 @@ def test_waiting_for_text_does_not_stall_others(engine):
 def test_default_length_budget_stops_runaway(engine):
     codes, _, chunks = run(engine, SynthesisRequest(text="Hi.", voice="vivian", ignore_eos=True))
     assert chunks[-1].finish_reason == "length" and 0 < len(codes) <= 40 + 8 * 3
+
+
+def test_text_appended_after_the_text_was_closed_is_not_spoken(engine):
+    request = lambda: SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(), max_frames=30)
+    codes, _, _ = run(engine, request())
+    late = engine.submit(request())
+    late.append_text(" And this came after the end of the text.")     # a caller bug: ignored, not spoken after EOS
+    assert np.array_equal(np.concatenate([c.codes for c in late.iter_blocking()]), codes)
+    incremental = engine.submit(SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(),
+                                                 max_frames=30, text_complete=False))
+    incremental.close_text()
+    incremental.append_text(" More after close.")
+    assert np.array_equal(np.concatenate([c.codes for c in incremental.iter_blocking()]), codes)
