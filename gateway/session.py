@@ -93,6 +93,7 @@ class Session:
         try:
             ctx.add_text(msg.text)
         except BaseException:
+            ctx.cancel()                        # its word-timestamp task (started with it) ends too
             self._remember(ctx.id)
             raise
         self.contexts[ctx.id] = ctx

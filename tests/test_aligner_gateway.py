@@ -163,3 +163,24 @@ def test_dummy_aligner_end_to_end():
         assert isinstance(log[-1][1], p.Done)
     finally:
         srv.stop()
+
+
+def test_a_context_refused_at_its_first_text_leaves_no_alignment_task(server):
+    import gc
+    from aligner import LiveWords
+
+    def running():
+        return sum(1 for o in gc.get_objects() if type(o) is LiveWords and not o.task.done())
+
+    async def main():
+        async with websockets.connect(server.ws_url) as ws:
+            await ws.recv()
+            for i in range(3):                      # refused by the engine's input checks (busy is refused alike)
+                await ws.send(p.encode(p.Text(f"bad-{i}", "Hello there.", voice="nobody")))
+                msg = p.parse_server(await asyncio.wait_for(ws.recv(), 10))
+                assert isinstance(msg, p.Error) and msg.code == p.UNKNOWN_VOICE
+            await asyncio.sleep(0.3)
+            return running()
+
+    before = running()
+    assert asyncio.run(main()) == before
