@@ -2,6 +2,7 @@
 
 Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
 handles that receive AudioChunks; they never touch tensors."""
+import itertools
 import queue
 import secrets
 import threading
@@ -41,7 +42,7 @@ class Engine:
         self.loop = StepLoop(model, self.runner, self.scheduler)
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.seqs: dict[int, Sequence] = {}
-        self._next_id = 0
+        self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._stop = False
         self.errors = 0
@@ -71,10 +72,10 @@ class Engine:
     # caller side (any thread) -------------------------------------------------------------------------------
     def submit(self, request: SynthesisRequest) -> RequestHandle:
         self.validator.check(request)
-        self._next_id += 1
+        seq_id = next(self._ids)                 # atomic: submit may come from several threads
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
-        handle = RequestHandle(self, self._next_id)
-        self.inbox.put(("add", Sequence(self._next_id, request, handle, seed)))
+        handle = RequestHandle(self, seq_id)
+        self.inbox.put(("add", Sequence(seq_id, request, handle, seed)))
         return handle
 
     def append_text(self, seq_id: int, text: str) -> None:
@@ -107,7 +108,8 @@ class Engine:
     # engine thread --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop:
-            self._drain(block=not self.scheduler.has_work())
+            idle = 0.0 if self.scheduler.has_work() else 0.005 if self.scheduler.holds_audio() else 0.5
+            self._drain(idle)
             if self._stop:
                 break
             try:
@@ -120,11 +122,16 @@ class Engine:
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
             self._fail(seq, RuntimeError("engine shut down"))
 
-    def _drain(self, block: bool) -> None:
+    def _drain(self, wait_s: float) -> None:
+        """Apply every queued command, waiting up to `wait_s` for the first one."""
         try:
-            cmd = self.inbox.get(timeout=0.5) if block else self.inbox.get_nowait()
+            cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
             while True:
-                self._apply(cmd)
+                try:
+                    self._apply(cmd)
+                except Exception:             # a bad command must never stop the engine thread
+                    self.errors += 1
+                    traceback.print_exc()
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass

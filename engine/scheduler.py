@@ -22,9 +22,14 @@ class Scheduler:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        # a waiting sequence with no text yet, or a running one waiting for text, needs no step
-        return any(s.has_c0 or s.pending or s.text_ready() for s in self.running) or \
-            any(s.text_ids or s.closed for s in self.waiting)
+        """Something to compute or to finish now. A waiting sequence with no text yet (or no free slot), or a
+        running one waiting for text, needs no step."""
+        return any(s.has_c0 or s.text_ready() or s.finish_reason for s in self.running) or \
+            bool(self.free_slots) and any(s.text_ids or s.closed for s in self.waiting)
+
+    def holds_audio(self) -> bool:
+        """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
+        return any(s.pending for s in self.running)
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)

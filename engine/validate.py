@@ -15,6 +15,8 @@ class Validator:
     def check(self, r: SynthesisRequest) -> None:
         cfg = self.cfg
         self.check_append(r.text)
+        if r.instruct is not None:
+            self.check_append(r.instruct)
         if r.text_complete and not r.text.strip():
             raise EngineInputError("empty_text", "text is empty: give some text to speak")
         if r.non_streaming_text and not r.text_complete:

@@ -24,6 +24,7 @@ def engines():
     ("tiny", dict(text="Hi", language="klingon"), "unknown_language", "english"),
     ("tiny", dict(text="   "), "empty_text", "empty"),
     ("tiny", dict(text="x" * 6000), "text_too_long", "5000"),
+    ("tiny", dict(text="Hi", instruct="x" * 6000), "text_too_long", "5000"),
     ("tiny", dict(text="Hi", non_streaming_text=True, text_complete=False), "invalid_request", "whole text"),
     ("tiny", dict(text="Hi", max_frames=0), "invalid_request", "max_frames"),
     ("tiny", dict(text="Hi", sampling=SamplingParams(top_k=2 ** 63)), "invalid_request", "top_k"),
@@ -175,7 +176,7 @@ def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue()
 
 def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
     from engine.runner import MAX_CONTEXT
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192)
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192, max_text_chars=20000)
     try:
         long = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 9190, max_frames=40, ignore_eos=True))
         short = engine.submit(SynthesisRequest(text="Hello there.", max_frames=40, ignore_eos=True))
