@@ -87,7 +87,7 @@ async def speech(request: Request, gateway) -> Response:
                                  instruct=_field(body, "instructions", str) or None)
     stream = EngineStream(gateway.engine, gateway.admission, gateway.metrics, synthesis, "http")
     if streamed:
-        return StreamingResponse(_streamed(stream, fmt), media_type=MEDIA_TYPES[fmt])
+        return _StreamedSpeech(stream, _streamed(stream, fmt), media_type=MEDIA_TYPES[fmt])
     try:
         pcm = b"".join([to_pcm16(chunk.pcm).tobytes() async for chunk in stream.chunks()])
     except EngineInputError:
@@ -99,6 +99,21 @@ async def speech(request: Request, gateway) -> Response:
     return Response(header + pcm, media_type=MEDIA_TYPES[fmt])
 
 
+class _StreamedSpeech(StreamingResponse):
+    """Ends the engine request however the response ends, even if the body was never started (client gone)."""
+
+    def __init__(self, stream: EngineStream, body, media_type: str):
+        super().__init__(body, media_type=media_type)
+        self.stream = stream
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.stream.finish_reason is None:
+                self.stream.cancel()
+
+
 async def _streamed(stream: EngineStream, fmt: str):
     try:
         if fmt == "wav":
@@ -107,9 +122,6 @@ async def _streamed(stream: EngineStream, fmt: str):
             yield to_pcm16(chunk.pcm).tobytes()
     except Exception:
         log.exception("streamed speech request failed")    # the status is sent: the body just ends early
-    finally:
-        if stream.finish_reason is None:                  # the client left, or the engine failed
-            stream.cancel()
 
 
 @api
