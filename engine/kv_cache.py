@@ -52,7 +52,7 @@ class PagedKVCache:
         self.decoding = False
         device = self.k.device
         bs = self.block_size
-        slots, self.new_counts, self.context_lens = [], new_tokens, []
+        slots, self.context_lens = [], []
         for seq, n in zip(seqs, new_tokens):
             slots += [self.slot_of(seq, pos) for pos in range(seq.num_tokens, seq.num_tokens + n)]
             self.context_lens.append(seq.num_tokens + n)

@@ -1,13 +1,7 @@
-"""Continuous batching: which sequences prefill, predict, step the talker and decode audio this step."""
+"""Continuous batching: which waiting sequences join (slots, KV blocks, prefill budget), and finishing."""
 from collections import deque
-from dataclasses import dataclass, field
 
 from .sequence import Sequence, Status
-
-
-@dataclass
-class Plan:
-    prefill: list[Sequence] = field(default_factory=list)
 
 
 class Scheduler:
