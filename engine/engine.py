@@ -2,6 +2,7 @@
 
 Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
 handles that receive AudioChunks; they never touch tensors."""
+import dataclasses
 import itertools
 import queue
 import secrets
@@ -71,6 +72,7 @@ class Engine:
 
     # caller side (any thread) -------------------------------------------------------------------------------
     def submit(self, request: SynthesisRequest) -> RequestHandle:
+        request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.model.cfg.generation))
         self.validator.check(request)
         seq_id = next(self._ids)                 # atomic: submit may come from several threads
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)

@@ -12,23 +12,38 @@ class EngineInputError(ValueError):
         self.code = code
 
 
+# the official wrapper's fallbacks when a checkpoint has no generation_config.json
+_FALLBACK = dict(do_sample=True, temperature=0.9, top_k=50, top_p=1.0, repetition_penalty=1.05,
+                 subtalker_dosample=True, subtalker_temperature=0.9, subtalker_top_k=50, subtalker_top_p=1.0)
+
+
 @dataclass
 class SamplingParams:
-    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling. Defaults: generation_config.json."""
-    do_sample: bool = True
-    temperature: float = 0.9
-    top_k: int = 50
-    top_p: float = 1.0
-    repetition_penalty: float = 1.05
-    subtalker_do_sample: bool = True
-    subtalker_temperature: float = 0.9
-    subtalker_top_k: int = 50
-    subtalker_top_p: float = 1.0
+    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling; None: the checkpoint's
+    generation_config.json value (the published files: 0.9 / 50 / 1.0, repetition penalty 1.05)."""
+    do_sample: bool | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    subtalker_do_sample: bool | None = None
+    subtalker_temperature: float | None = None
+    subtalker_top_k: int | None = None
+    subtalker_top_p: float | None = None
     seed: int | None = None
 
     @classmethod
     def greedy(cls, **kw) -> "SamplingParams":
         return cls(do_sample=False, subtalker_do_sample=False, **kw)
+
+    def with_defaults(self, generation: dict) -> "SamplingParams":
+        """Every unset field from the checkpoint's generation config (keys as the official code names them)."""
+        def pick(field: str):
+            key = "subtalker_dosample" if field == "subtalker_do_sample" else field
+            value = getattr(self, field)
+            return value if value is not None else generation.get(key, _FALLBACK[key])
+        fields = [f for f in self.__dataclass_fields__ if f != "seed"]
+        return SamplingParams(**{f: pick(f) for f in fields}, seed=self.seed)
 
 
 @dataclass

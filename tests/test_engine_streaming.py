@@ -120,3 +120,19 @@ def test_text_appended_after_the_text_was_closed_is_not_spoken(engine):
     incremental.close_text()
     incremental.append_text(" More after close.")
     assert np.array_equal(np.concatenate([c.codes for c in incremental.iter_blocking()]), codes)
+
+
+def test_unset_sampling_fields_come_from_the_checkpoint_generation_config(engine):
+    request = SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True)
+    greedy, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True,
+                                                sampling=SamplingParams.greedy()))
+    sampled, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True,
+                                                 sampling=SamplingParams(seed=1)))
+    assert not np.array_equal(sampled, greedy)
+    generation = engine.model.cfg.generation
+    engine.model.cfg.generation = dict(generation, do_sample=False, subtalker_dosample=False)
+    try:
+        codes, _, _ = run(engine, request)
+    finally:
+        engine.model.cfg.generation = generation
+    np.testing.assert_array_equal(codes, greedy)
