@@ -122,9 +122,7 @@ class ModelRunner:
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
         counts = [p.rows.shape[0] for p in prompts]
-        for s, n in zip(seqs, counts):
-            self.kv.grow(s, n)
-        self.kv.prepare(seqs, counts)
+        self.kv.prepare(seqs, counts)           # the scheduler took their blocks when it chose them
         positions = torch.cat([torch.arange(n, device=self.device) for n in counts])
         h = self.talker(torch.cat([p.rows for p in prompts]), positions, self.kv)
         last = self._tensor(counts).cumsum(0) - 1
@@ -148,9 +146,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
-        """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device)."""
-        for s in seqs:
-            self.kv.grow(s, 1)
+        """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device).
+        The caller has taken the KV block for the new token."""
         slot_mapping, tables, lens = self.kv.decode_layout(seqs, self.max_blocks)
         c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
                              self._tensor([s.num_tokens for s in seqs]),

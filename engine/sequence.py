@@ -76,7 +76,7 @@ class Sequence:
 
     def should_send(self, now: float, margin_s: float) -> bool:
         if self.finish_reason or len(self.pending) >= self.chunk_size():
-            return bool(self.pending) or bool(self.finish_reason)
+            return True
         return bool(self.pending) and self.request.adaptive_chunks and self.first_sent_at is not None \
             and self.buffered_s(now) < margin_s
 
