@@ -49,7 +49,7 @@ def main():
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     args = p.parse_args()
     max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_seqs=max_b)
+    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")
     for b in args.batches:

@@ -37,12 +37,17 @@ def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float)
 
 
 def snake(x, alpha, beta):
-    """SnakeBeta over channels of [B, C, T]: x + sin^2(x e^alpha) / e^beta (parameters on log scale)."""
-    return x + torch.sin(x * alpha.exp()[:, None]).pow(2) * (1.0 / (beta.exp()[:, None] + 1e-9))
+    """SnakeBeta over the channels of [B, T, C]: x + sin^2(x e^alpha) / e^beta (parameters on log scale)."""
+    return x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
+
+
+def snake_after(history, x, alpha, beta):
+    """[history, snake(x)] along time: a causal conv's input with its carried past, in one pass."""
+    return torch.cat([history, snake(x, alpha, beta)], dim=1)
 
 
 _EAGER = dict(rms_norm=rms_norm, attention_inputs=attention_inputs,
-              attention_output_and_mlp=attention_output_and_mlp, snake=snake)
+              attention_output_and_mlp=attention_output_and_mlp, snake=snake, snake_after=snake_after)
 ops = dict(_EAGER)
 
 

@@ -32,6 +32,8 @@ class StagedGraphs:
 
     def __call__(self, variant, *inputs):
         batch = inputs[0].shape[0]
+        if batch > self.buckets[-1]:               # beyond the largest graph: the same function, eagerly
+            return self.fn(variant, *inputs)
         bucket = self.bucket(batch)
         if not self.use_graphs:
             return self.fn(variant, *self._pad(inputs, bucket))[:batch]

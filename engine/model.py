@@ -90,5 +90,6 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
     codec = codec.to(device, dtype).eval()
     codec.encoder.float()           # reference codes are computed once per voice: keep them exact
     codec.decoder.quantizer.refresh()
+    codec.decoder.pack()
     tokenizer = TextTokenizer.load(path if dummy is None and (path / "vocab.json").exists() else None)
     return LoadedModel(cfg, tts, codec, tokenizer, device, dtype, name)

@@ -1,7 +1,8 @@
-"""Decode attention over the paged KV cache: each query reads only its own sequence's live tokens.
+"""Attention over the paged KV cache: each query row reads only the live tokens of its block table.
 
-A Triton kernel on CUDA (one program per sequence and KV head, online softmax over the sequence's blocks);
-the torch reference gathers the blocks into a padded batch and serves the CPU and the tests."""
+A row is a decode token or one token of a prompt (its context length then ends at its own position, which
+makes prefill causal). A Triton kernel on CUDA (one program per row and KV head, online softmax over the
+row's blocks); the torch reference gathers the blocks into a padded batch and serves the CPU and the tests."""
 import torch
 import torch.nn.functional as F
 
@@ -12,8 +13,9 @@ except ImportError:          # CPU-only installs
     triton = None
 
 
-def paged_decode_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
-    """q [B, H, D]; caches [slots, KVH, D]; block_tables [B, max_blocks]; context_lens [B] -> [B, H, D]."""
+def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
+    """q [N, H, D]; caches [slots, KVH, D]; block_tables [N, max_blocks]; context_lens [N] -> [N, H, D]."""
+    block_tables = block_tables[:, :-(-int(context_lens.max()) // block_size)]     # not in a CUDA graph
     offsets = torch.arange(block_size, device=q.device)
     index = (block_tables[:, :, None] * block_size + offsets).flatten(1)
     keys, values = k_cache[index].transpose(1, 2), v_cache[index].transpose(1, 2)
@@ -24,7 +26,7 @@ def paged_decode_reference(q, k_cache, v_cache, block_tables, context_lens, scal
 
 if triton is not None:
     @triton.jit
-    def _paged_decode_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale, stride_tables,
+    def _paged_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale, stride_tables,
                              KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
                              BLOCK: tl.constexpr, IEEE: tl.constexpr):
         # the GROUP query heads sharing a KV head form the rows of a small matrix product (padded to ROWS)
@@ -61,14 +63,14 @@ if triton is not None:
 USE_KERNEL = True      # False: the torch reference everywhere (GPU equivalence checks)
 
 
-def paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
+def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
     if triton is None or not q.is_cuda or not USE_KERNEL:
-        return paged_decode_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size)
+        return paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size)
     b, heads, d = q.shape
     kv_heads = k_cache.shape[1]
     group = heads // kv_heads
     out = torch.empty_like(q)
-    _paged_decode_kernel[(b, kv_heads)](q.contiguous(), k_cache, v_cache, out, block_tables, context_lens, scale,
+    _paged_attention_kernel[(b, kv_heads)](q.contiguous(), k_cache, v_cache, out, block_tables, context_lens, scale,
                                         block_tables.stride(0), KV_HEADS=kv_heads, GROUP=group,
                                         ROWS=max(16, triton.next_power_of_2(group)), D=d, BLOCK=block_size,
                                         IEEE=q.dtype == torch.float32)

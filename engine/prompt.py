@@ -3,6 +3,7 @@
 Rows are sums of a text-side embedding P(id) and a codec-side embedding, laid out as the reference's
 generate() does (see docs: instruct, role, codec control, body). The text that follows the prompt is
 fed one id per frame (`feed[consumed:]`, then tts_eos, then tts_pad)."""
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -28,14 +29,31 @@ class Prompt:
 
 
 class PromptBuilder:
+    CACHED_ROWS = 512           # short id runs (control tokens, speakers, role, instructs) embedded once
+    CACHED_MAX_IDS = 64
+
     def __init__(self, cfg: TTSConfig, talker: Talker):
         self.cfg, self.talker = cfg, talker
+        self._cache: OrderedDict = OrderedDict()
+
+    def _rows(self, embed, ids: list[int]) -> torch.Tensor:
+        """embed(ids) through an LRU: a prompt's fixed parts cost no GPU work after the first request."""
+        key = (embed, tuple(ids))
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        rows = embed(torch.tensor(ids, device=self._device))
+        if len(ids) <= self.CACHED_MAX_IDS:
+            self._cache[key] = rows
+            if len(self._cache) > self.CACHED_ROWS:
+                self._cache.popitem(last=False)
+        return rows
 
     def _p(self, ids: list[int]) -> torch.Tensor:
-        return self.talker.embed_text(torch.tensor(ids, device=self._device))
+        return self._rows(self.talker.embed_text, ids)
 
     def _e(self, ids: list[int]) -> torch.Tensor:
-        return self.talker.embed_codec(torch.tensor(ids, device=self._device))
+        return self._rows(self.talker.embed_codec, ids)
 
     @property
     def _device(self):

@@ -14,6 +14,7 @@ from .prompt import Prompt
 from .sampling import SamplingBatch, process_talker_logits, sample
 
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
+PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
 
 
 class ModelRunner:
@@ -49,6 +50,8 @@ class ModelRunner:
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False, kvs, 0, 1], buckets, graphs,
                                        self.predict_stage.pool)
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
+        self.prefill_stage = StagedGraphs(self._prefill_core, [0, 0, kvs, 0, 1], PREFILL_BUCKETS, graphs,
+                                          self.predict_stage.pool)
 
     def _tensor(self, values, dtype=torch.int64):
         return torch.tensor(values, dtype=dtype, device=self.device)
@@ -63,6 +66,9 @@ class ModelRunner:
                 self.predict_stage.capture(greedy, bucket, [i64()])
                 self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag, i64(), i64(self.max_blocks), i64()])
             self.decode_stage.capture(None, bucket, [i64(), i64(16)])
+        rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
+        for bucket in self.prefill_stage.buckets:
+            self.prefill_stage.capture(None, bucket, [rows, i64(), i64(), i64(self.max_blocks), i64()])
 
     # per-stream setup ------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -111,9 +117,13 @@ class ModelRunner:
         return codes
 
     def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos, slot_mapping, block_tables, lens):
-        self.kv.set_decode(slot_mapping, block_tables, lens)
+        self.kv.set_layout(slot_mapping, block_tables, lens)
         x = self.frame_embed[slots] + self.talker.embed_text(text_ids)
         return self._sample_c0(slots, self.talker(x, positions, self.kv), allow_eos, all_greedy)
+
+    def _prefill_core(self, _, rows, positions, slot_mapping, block_tables, lens):
+        self.kv.set_layout(slot_mapping, block_tables, lens)
+        return self.talker(rows, positions, self.kv)
 
     def _decode_core(self, _, slots, codes):
         return self.codec.decode(codes[:, None], slots).float()
@@ -121,17 +131,31 @@ class ModelRunner:
     # batch entry points ----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
-        counts = [p.rows.shape[0] for p in prompts]
-        self.kv.prepare(seqs, counts)           # the scheduler took their blocks when it chose them
-        positions = torch.cat([torch.arange(n, device=self.device) for n in counts])
-        h = self.talker(torch.cat([p.rows for p in prompts]), positions, self.kv)
-        last = self._tensor(counts).cumsum(0) - 1
+        """Prompts into the KV cache (in graph-sized groups of sequences) and each stream's first codebook-0 id.
+        The scheduler took their blocks when it chose them."""
+        last, group, tokens = [], [], 0
+        for s, p in zip(seqs, prompts):
+            if group and tokens + p.rows.shape[0] > PREFILL_BUCKETS[-1]:
+                last.append(self._prefill_group(group))
+                group, tokens = [], 0
+            group.append((s, p))
+            tokens += p.rows.shape[0]
+        last.append(self._prefill_group(group))
+        allow = torch.zeros(len(seqs), dtype=torch.bool, device=self.device)       # EOS never comes first
+        self._sample_c0(self._tensor([s.slot for s in seqs]), torch.cat(last), allow, self._all_greedy(seqs))
+
+    def _prefill_group(self, group) -> torch.Tensor:
+        seqs = [s for s, _ in group]
+        counts = [p.rows.shape[0] for _, p in group]
+        slots, owner, tables, lens = self.kv.layout(seqs, counts, self.max_blocks)
+        positions = [n - 1 for n in lens]
+        h = self.prefill_stage(None, torch.cat([p.rows for _, p in group]), self._tensor(positions),
+                               self._tensor(slots), self._tensor(tables)[self._tensor(owner)], self._tensor(lens))
         for s, n in zip(seqs, counts):
             s.num_tokens += n
             s.num_c0 += 1
             s.has_c0 = True
-        allow = torch.zeros(len(seqs), dtype=torch.bool, device=self.device)       # EOS never comes first
-        self._sample_c0(self._tensor([s.slot for s in seqs]), h[last], allow, self._all_greedy(seqs))
+        return h[self._tensor(counts).cumsum(0) - 1]
 
     @staticmethod
     def _all_greedy(seqs, sub: bool = False) -> bool:
@@ -148,7 +172,7 @@ class ModelRunner:
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
         """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device).
         The caller has taken the KV block for the new token."""
-        slot_mapping, tables, lens = self.kv.decode_layout(seqs, self.max_blocks)
+        slot_mapping, _, tables, lens = self.kv.layout(seqs, [1] * len(seqs), self.max_blocks)
         c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
                              self._tensor([s.num_tokens for s in seqs]),
                              self._tensor([s.eos_allowed for s in seqs], torch.bool), self._tensor(slot_mapping),

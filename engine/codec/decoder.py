@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from .layers import CausalConv, CausalTransConv, ConvNeXtBlock, SnakeBeta, Stateful
+from .layers import CausalConv, CausalTransConv, ConvNeXtBlock, SnakeBeta, Stateful, channels_last
 from .quantizer import Dequantizer
 from .transformer import DecoderTransformer
 
@@ -22,7 +22,7 @@ class ResidualUnit(nn.Module):
         self.conv2 = CausalConv(dim, dim, 1)
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        return x + self.conv2(self.act2(self.conv1(self.act1(x), slots)), slots)
+        return x + self.conv2(self.conv1(x, slots, self.act1), slots, self.act2)
 
 
 class UpsampleBlock(nn.Module):
@@ -34,7 +34,7 @@ class UpsampleBlock(nn.Module):
                                     *(ResidualUnit(out_dim, dilation) for dilation in (1, 3, 9))])
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        x = self.block[1](self.block[0](x), slots)
+        x = self.block[1](x, slots, self.block[0])
         for unit in self.block[2:]:
             x = unit(x, slots)
         return x
@@ -73,6 +73,13 @@ class CodecDecoder(nn.Module):
             if isinstance(module, Stateful):
                 module.allocate(max_streams, weight.dtype, weight.device)
 
+    @torch.no_grad()
+    def pack(self) -> None:
+        """Conv weights laid out channels-last, as the NHWC convs read them (values unchanged)."""
+        for module in self.modules():
+            if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
+                channels_last(module)
+
     def reset(self, slots: torch.Tensor):
         """Forget the streams in `slots`: their next frame is frame 0 of a new stream."""
         for module in self.modules():
@@ -84,15 +91,15 @@ class CodecDecoder(nn.Module):
         """codes [B, T, K] continue the streams in `slots` [B] (distinct) -> audio [B, T * samples_per_frame].
 
         `slots=None` decodes B fresh streams without touching any state."""
-        x = self.pre_conv(self.quantizer(codes), slots)
-        x = self.pre_transformer(x.transpose(1, 2), slots).transpose(1, 2)
+        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)      # [B, T, C] from here on
+        x = self.pre_transformer(x, slots)
         for trans_conv, convnext in self.upsample:
             x = convnext(trans_conv(x, slots), slots)
         x = self.decoder[0](x, slots)
         for block in self.decoder[1:-2]:
             x = block(x, slots)
-        x = self.decoder[-1](self.decoder[-2](x), slots)
-        return x.clamp(-1, 1).squeeze(1)
+        x = self.decoder[-1](x, slots, self.decoder[-2])
+        return x.clamp(-1, 1).squeeze(2)
 
     def prime(self, codes: torch.Tensor, slots: torch.Tensor):
         """Feed context frames whose audio is not wanted (a voice clone's reference codes): the stream then

@@ -1,8 +1,10 @@
 """Causal conv building blocks of the codec decoder, each able to continue a stream from per-slot state.
 
-Every stateful layer keeps what it needs from the past in buffers whose first dimension is the slot (one stream).
-`forward(x, slots)` reads the state of `slots`, processes only the new frames and writes the state back;
-`slots=None` decodes from silence without touching any state (one-shot use)."""
+Activations are channels-last, [B, T, C]: the convs run as NHWC conv2d (cuDNN's native layout on tensor cores,
+no layout transposes) and the norms, MLPs and SnakeBeta work on the last dimension. Every stateful layer keeps
+what it needs from the past in buffers whose first dimension is the slot (one stream). `forward(x, slots)` reads
+the state of `slots`, processes only the new frames and writes the state back; `slots=None` decodes from
+silence without touching any state (one-shot use)."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -39,6 +41,28 @@ class Stateful(nn.Module):
         if slots is not None:
             getattr(self, name)[slots] = value
 
+    def with_history(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
+        """[the slots' carried inputs, act(x)] along time (one fused pass); its tail becomes the new history."""
+        history = self.read_state("history", slots, x)
+        x = ops["snake_after"](history, x, act.alpha, act.beta) if act is not None else torch.cat([history, x], dim=1)
+        self.write_state("history", slots, x[:, x.shape[1] - self.context:])
+        return x
+
+
+def channels_last(conv: nn.Module) -> None:
+    """Re-lay a conv's [out, in, k] weight so that its [out, in, 1, k] view is channels-last (same values)."""
+    w = conv.weight.data
+    conv.weight.data = w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
+
+
+def as_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """[B, T, C] -> the [B, C, 1, T] view conv2d takes (channels-last memory when x is contiguous)."""
+    return x.transpose(1, 2).unsqueeze(2)
+
+
+def from_nhwc(y: torch.Tensor) -> torch.Tensor:
+    return y.squeeze(2).transpose(1, 2)
+
 
 class CausalConv(Stateful):
     """Conv1d that sees only the past: the last (kernel-1)*dilation input samples are carried between calls."""
@@ -48,13 +72,17 @@ class CausalConv(Stateful):
         self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, groups=groups)
         self.context = (kernel_size - 1) * dilation
         if self.context:
-            self.add_state("history", (in_channels, self.context))
+            self.add_state("history", (self.context, in_channels))
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
+        """act (a SnakeBeta before the conv) is applied to x inside the history concatenation."""
         if self.context:
-            x = torch.cat([self.read_state("history", slots, x), x], dim=-1)
-            self.write_state("history", slots, x[..., x.shape[-1] - self.context:])
-        return self.conv(x)
+            x = self.with_history(x, slots, act)
+        elif act is not None:
+            x = act(x)
+        c = self.conv
+        return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], c.bias, dilation=(1, c.dilation[0]),
+                                  groups=c.groups))
 
 
 class CausalTransConv(Stateful):
@@ -68,19 +96,21 @@ class CausalTransConv(Stateful):
         self.stride = stride
         self.context = -(-kernel_size // stride) - 1
         if self.context:
-            self.add_state("history", (in_channels, self.context))
+            self.add_state("history", (self.context, in_channels))
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        new = x.shape[-1] * self.stride
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
+        new = x.shape[1] * self.stride
         if self.context:
-            x = torch.cat([self.read_state("history", slots, x), x], dim=-1)
-            self.write_state("history", slots, x[..., x.shape[-1] - self.context:])
+            x = self.with_history(x, slots, act)
+        elif act is not None:
+            x = act(x)
         start = self.context * self.stride
-        return self.conv(x)[..., start:start + new]
+        y = F.conv_transpose2d(as_nhwc(x), self.conv.weight[:, :, None], self.conv.bias, stride=(1, self.stride))
+        return from_nhwc(y[..., start:start + new])
 
 
 class SnakeBeta(nn.Module):
-    """x + sin^2(x * e^alpha) / e^beta, per channel (parameters stored on log scale)."""
+    """x + sin^2(x * e^alpha) / e^beta, per channel (the last dimension; parameters stored on log scale)."""
 
     def __init__(self, channels: int):
         super().__init__()
@@ -103,6 +133,5 @@ class ConvNeXtBlock(nn.Module):
         self.gamma = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        h = self.dwconv(x, slots).transpose(1, 2)
-        h = self.pwconv2(F.gelu(self.pwconv1(self.norm(h))))
-        return x + (self.gamma * h).transpose(1, 2)
+        h = self.pwconv2(F.gelu(self.pwconv1(self.norm(self.dwconv(x, slots)))))
+        return x + self.gamma * h
