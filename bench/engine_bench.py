@@ -95,9 +95,9 @@ def main():
               f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | viable {row['viability']:.3f} | "
               f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | {row['profile']}",
               flush=True)
+        if args.json:                               # after every level: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(results, indent=1))
     engine.shutdown()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 256])
     p.add_argument("--rows", type=int, default=12)
     args = p.parse_args()
-    engine = Engine.load(dummy=args.dummy, max_seqs=max(args.batches), use_graphs=False)
+    engine = Engine.load(dummy=args.dummy, max_seqs=max(args.batches), kv_tokens_per_seq=264, use_graphs=False)
     for b in args.batches:
         for name, call in stage_calls(engine.runner, b, 200).items():
             call()

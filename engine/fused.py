@@ -36,8 +36,11 @@ def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float)
     return x + F.linear(F.silu(gate) * up, w_down)
 
 
-def snake(x, alpha, beta):
-    """SnakeBeta over the channels of [B, T, C]: x + sin^2(x e^alpha) / e^beta (parameters on log scale)."""
+def snake(x, alpha, beta, bias=None):
+    """SnakeBeta over the channels of [B, T, C]: x + sin^2(x e^alpha) / e^beta (parameters on log scale),
+    of x + bias when a conv's bias is left to it."""
+    if bias is not None:
+        x = x + bias
     return x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
 
 

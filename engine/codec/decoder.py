@@ -8,6 +8,7 @@ import math
 import torch
 from torch import nn
 
+from ..fused import ops
 from .layers import CausalConv, CausalTransConv, ConvNeXtBlock, SnakeBeta, Stateful, channels_last
 from .quantizer import Dequantizer
 from .transformer import DecoderTransformer
@@ -22,7 +23,9 @@ class ResidualUnit(nn.Module):
         self.conv2 = CausalConv(dim, dim, 1)
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        return x + self.conv2(self.conv1(x, slots, self.act1), slots, self.act2)
+        h = self.conv1(x, slots, self.act1, with_bias=False)
+        h = ops["snake"](h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias)       # one fused pass
+        return x + self.conv2(h, slots)
 
 
 class UpsampleBlock(nn.Module):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..fused import ops
+from ..scatter import write_rows
 
 
 class Stateful(nn.Module):
@@ -39,7 +40,7 @@ class Stateful(nn.Module):
 
     def write_state(self, name: str, slots: torch.Tensor | None, value: torch.Tensor):
         if slots is not None:
-            getattr(self, name)[slots] = value
+            write_rows(getattr(self, name), slots, value)
 
     def with_history(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
         """[the slots' carried inputs, act(x)] along time (one fused pass); its tail becomes the new history."""
@@ -74,14 +75,19 @@ class CausalConv(Stateful):
         if self.context:
             self.add_state("history", (self.context, in_channels))
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
-        """act (a SnakeBeta before the conv) is applied to x inside the history concatenation."""
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
+                with_bias: bool = True) -> torch.Tensor:
+        """act (a SnakeBeta before the conv) is applied to x inside the history concatenation. with_bias=False
+        leaves the bias to the caller, to fuse into what follows (cuDNN adds it in a separate, slow pass)."""
         if self.context:
             x = self.with_history(x, slots, act)
         elif act is not None:
             x = act(x)
         c = self.conv
-        return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], c.bias, dilation=(1, c.dilation[0]),
+        bias = c.bias if with_bias else None
+        if c.kernel_size[0] == 1 and c.groups == 1:          # pointwise: a GEMM with the bias in its epilogue
+            return F.linear(x, c.weight[:, :, 0], bias)
+        return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], bias, dilation=(1, c.dilation[0]),
                                   groups=c.groups))
 
 
