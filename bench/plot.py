@@ -1,6 +1,6 @@
 """TTFA and streaming viability against concurrency, from engine_bench JSON files.
 
-python bench/plot.py bench/results/h200-1.7B-CustomVoice.json bench/results/h200-0.6B-CustomVoice.json --out bench/results/concurrency.png"""
+python bench/plot.py bench/results/h100-1.7B-CustomVoice.json bench/results/h200-1.7B-CustomVoice.json --out bench/results/concurrency.png"""
 import argparse
 import json
 from pathlib import Path
@@ -18,7 +18,8 @@ def main():
     args = p.parse_args()
     fig, (ax_ttfa, ax_viable) = plt.subplots(1, 2, figsize=(10, 4))
     for f in args.files:
-        rows = [r for r in json.loads(Path(f).read_text()) if "concurrency" in r]
+        by_level = {r["concurrency"]: r for r in json.loads(Path(f).read_text()) if "concurrency" in r}
+        rows = [by_level[c] for c in sorted(by_level)]          # a repeated level: its last (warm) run
         label = f"{rows[0]['model'].removeprefix('dummy:')} ({rows[0]['device'].removeprefix('NVIDIA ')})"
         c = [r["concurrency"] for r in rows]
         ax_ttfa.plot(c, [r["ttfa_p50_ms"] for r in rows], "o-", label=f"{label} p50")
