@@ -4,24 +4,15 @@ A: today's NCL conv1d / conv_transpose1d on cat([history, x]);
 B: NHWC (channels-last) conv2d on [B, T, C] activations;
 C: [B, T, C] activations, conv as GEMMs (k7: taps accumulated; transposed conv: one GEMM + a shifted add)."""
 import argparse
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-def ms(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b))
-    return statistics.median(out)
+from bench.stage_bench import gpu_ms as ms  # noqa: E402
 
 
 def conv_variants(B, C, T, d, dt):

@@ -13,8 +13,13 @@ except ImportError:          # CPU-only installs
     triton = None
 
 
-def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
-    """q [N, H, D]; caches [slots, KVH, D]; block_tables [N, max_blocks]; context_lens [N] -> [N, H, D]."""
+def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, rows=256):
+    """q [N, H, D]; caches [slots, KVH, D]; block_tables [N, max_blocks]; context_lens [N] -> [N, H, D].
+    Rows go `rows` at a time: a long prompt's rows each gather their own prefix."""
+    if q.shape[0] > rows:
+        return torch.cat([paged_attention_reference(q[i:i + rows], k_cache, v_cache, block_tables[i:i + rows],
+                                                    context_lens[i:i + rows], scale, block_size, rows)
+                          for i in range(0, q.shape[0], rows)])
     block_tables = block_tables[:, :-(-int(context_lens.max()) // block_size)]     # not in a CUDA graph
     offsets = torch.arange(block_size, device=q.device)
     index = (block_tables[:, :, None] * block_size + offsets).flatten(1)
