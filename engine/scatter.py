@@ -25,10 +25,11 @@ if triton is not None:
 
 def write_rows(dst: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> None:
     """dst [S, *shape] (contiguous), index [B] (distinct), src [B, *shape] with each row contiguous."""
-    row_len = dst[0].numel()
+    if not src.shape[0]:
+        return
     if triton is None or not dst.is_cuda or not src[0].is_contiguous() or src.dtype != dst.dtype:
         dst[index] = src
         return
-    if src.shape[0]:
-        grid = (src.shape[0], triton.cdiv(row_len, BLOCK))
-        _write_rows_kernel[grid](dst, src, index, row_len, src.stride(0), BLOCK=BLOCK)
+    row_len = dst[0].numel()
+    _write_rows_kernel[(src.shape[0], triton.cdiv(row_len, BLOCK))](dst, src, index, row_len, src.stride(0),
+                                                                   BLOCK=BLOCK)

@@ -42,8 +42,11 @@ class Stateful(nn.Module):
         if slots is not None:
             write_rows(getattr(self, name), slots, value)
 
-    def with_history(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
-        """[the slots' carried inputs, act(x)] along time (one fused pass); its tail becomes the new history."""
+    def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
+        """A causal conv's input: act(x) (act: a SnakeBeta before the conv, or None) behind the slots' carried
+        `context` inputs along time, in one fused pass; its tail becomes the new history."""
+        if not self.context:
+            return x if act is None else act(x)
         history = self.read_state("history", slots, x)
         x = ops["snake_after"](history, x, act.alpha, act.beta) if act is not None else torch.cat([history, x], dim=1)
         self.write_state("history", slots, x[:, x.shape[1] - self.context:])
@@ -77,12 +80,8 @@ class CausalConv(Stateful):
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
                 with_bias: bool = True) -> torch.Tensor:
-        """act (a SnakeBeta before the conv) is applied to x inside the history concatenation. with_bias=False
-        leaves the bias to the caller, to fuse into what follows (cuDNN adds it in a separate, slow pass)."""
-        if self.context:
-            x = self.with_history(x, slots, act)
-        elif act is not None:
-            x = act(x)
+        """with_bias=False leaves the bias to the caller, to fuse into what follows (cuDNN adds it in a separate, slow pass)."""
+        x = self.conv_input(x, slots, act)
         c = self.conv
         bias = c.bias if with_bias else None
         if c.kernel_size[0] == 1 and c.groups == 1:          # pointwise: a GEMM with the bias in its epilogue
@@ -106,10 +105,7 @@ class CausalTransConv(Stateful):
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
         new = x.shape[1] * self.stride
-        if self.context:
-            x = self.with_history(x, slots, act)
-        elif act is not None:
-            x = act(x)
+        x = self.conv_input(x, slots, act)
         start = self.context * self.stride
         y = F.conv_transpose2d(as_nhwc(x), self.conv.weight[:, :, None], self.conv.bias, stride=(1, self.stride))
         return from_nhwc(y[..., start:start + new])
