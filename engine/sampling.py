@@ -24,8 +24,14 @@ def uniform(seed: torch.Tensor, counter: torch.Tensor, codebook: int, vocab: int
     """[B] seeds, [B] counters -> [B, vocab] uniforms in (0, 1)."""
     base = _mix((_mix(seed & _M32) + counter * 17 + codebook) & _M32)
     token = torch.arange(vocab, device=seed.device)
-    bits = _mix((base[:, None] ^ (token[None] * 0x9E3779B1 & _M32)) & _M32)
-    return ((bits >> 8).float() + 0.5) / float(1 << 24)
+    return unit(_mix((base[:, None] ^ (token[None] * 0x9E3779B1 & _M32)) & _M32))
+
+
+def unit(bits: torch.Tensor) -> torch.Tensor:
+    """32-bit hashes -> float32 in (0, 1), 1 excluded."""
+    # 23 bits: the largest value, 1 - 2**-24, is a float32 below 1. With 24 bits it rounded to 1.0, -log(u) was 0
+    # and 0/0 = NaN won the race below: a masked token (e.g. a control id) was drawn about once in 16,000 frames.
+    return ((bits >> 9).float() + 0.5) / float(1 << 23)
 
 
 @dataclass
