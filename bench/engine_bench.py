@@ -87,13 +87,15 @@ def main():
             run_poisson(engine, c, items, tuple(args.chunk_frames))
         records, wall = asyncio.run(run)
         row = dict(device=device, model=engine.info["model"], **{kind: c}, **summarize(records, wall),
+                   ms_per_step=round(wall * 1000 / max(engine.loop.steps, 1), 2),
                    profile=engine.loop.profile_summary())
         if torch.cuda.is_available():
             row["gpu_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
         results.append(row)
         print(f"{kind[0]}={c:5g} ttfa p50 {row['ttfa_p50_ms']:7.1f} ms p90 {row['ttfa_p90_ms']:7.1f} | rtf p50 "
               f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | viable {row['viability']:.3f} | "
-              f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | {row['profile']}",
+              f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | "
+              f"{row['ms_per_step']} ms/step | {row['profile']}",
               flush=True)
         if args.json:                               # after every level: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps(results, indent=1))

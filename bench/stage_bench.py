@@ -30,14 +30,12 @@ def stage_calls(r, b: int, context: int) -> dict:
     dev = r.device
     slots = torch.arange(b, device=dev)
     blocks_per = -(-context // r.kv.block_size)
-    tables = torch.zeros(b, r.max_blocks, dtype=torch.int64, device=dev)
-    tables[:, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
-    lens = torch.full((b,), context, device=dev)
+    r.kv.tables[:b, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
+    positions = torch.full((b,), context - 1, device=dev)
     zeros = torch.zeros(b, dtype=torch.int64, device=dev)
-    mapping = tables[:, blocks_per - 1] * r.kv.block_size
     codes = torch.randint(0, 2048, (b, 16), device=dev)
     return dict(predict=lambda: r.predict_stage(False, slots),
-                talk=lambda: r.talk_stage(False, slots, zeros, lens - 1, zeros.bool(), mapping, tables, lens),
+                talk=lambda: r.talk_stage(False, slots, zeros, positions, zeros.bool()),
                 decode=lambda: r.decode_stage(None, slots, codes))
 
 

@@ -7,8 +7,8 @@ import torch
 
 
 def buckets_up_to(n: int) -> list[int]:
-    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128]
-    sizes += list(range(160, max(n, 128) + 32, 32))
+    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]
+    sizes += list(range(320, max(n, 256) + 64, 64))     # <= 20% padding; fewer graphs to capture at start-up
     return [b for b in sizes if b < n] + [n]
 
 

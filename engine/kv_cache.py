@@ -1,7 +1,9 @@
-"""Paged KV cache for the talker: a pool of fixed-size blocks and a block table per sequence.
+"""Paged KV cache for the talker: a pool of fixed-size blocks and a block table per stream slot.
 
-Every new token (a prompt's during prefill, one per stream during decode) is a query row with its own block
-table and context length; `attend` writes the rows' keys and values, then reads each row's live tokens only."""
+The host hands out blocks (`grow`, `release`); the device keeps every slot's block table and learns only the
+blocks taken since the last step (`sync_tables`). Every new token (a prompt's during prefill, one per stream
+during decode) is a query row: `locate` finds its cache slot and context on the device, from its stream slot
+and position, and `attend` writes the rows' keys and values, then reads each row's live tokens only."""
 from collections import deque
 
 import torch
@@ -11,12 +13,15 @@ from .paged_attention import paged_attention
 
 
 class PagedKVCache:
-    def __init__(self, cfg: LMConfig, num_blocks: int, block_size: int, dtype, device):
+    def __init__(self, cfg: LMConfig, num_blocks: int, block_size: int, stream_slots: int, max_blocks: int,
+                 dtype, device):
+        """The last block and the last stream slot are scratch: padding rows write there."""
         shape = (cfg.num_layers, num_blocks * block_size, cfg.num_kv_heads, cfg.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.block_size, self.num_blocks = block_size, num_blocks
-        self.free_blocks = deque(range(num_blocks))
+        self.free_blocks = deque(range(num_blocks - 1))
+        self.tables = torch.full((stream_slots, max_blocks), num_blocks - 1, dtype=torch.int64, device=device)
 
     def blocks_needed(self, seq, new_tokens: int) -> int:
         return max(0, -(-(seq.num_tokens + new_tokens) // self.block_size) - len(seq.block_table))
@@ -31,26 +36,23 @@ class PagedKVCache:
     def release(self, seq) -> None:
         self.free_blocks.extend(seq.block_table)
         seq.block_table = []
+        seq.synced_blocks = 0
 
-    def slot_of(self, seq, pos: int) -> int:
-        return seq.block_table[pos // self.block_size] * self.block_size + pos % self.block_size
+    def sync_tables(self, seqs) -> None:
+        """Blocks taken since the last sync into the device tables: a few entries per step, one copy."""
+        new = [(s.slot, i, s.block_table[i]) for s in seqs for i in range(s.synced_blocks, len(s.block_table))]
+        for s in seqs:
+            s.synced_blocks = len(s.block_table)
+        if new:
+            rows, cols, blocks = torch.tensor(new, dtype=torch.int64).to(self.tables.device).unbind(1)
+            self.tables[rows, cols] = blocks
 
-    def layout(self, seqs, new_tokens: list[int], max_blocks: int):
-        """Host lists for sequence i appending new_tokens[i] tokens: per token its cache slot, its sequence's
-        index and its context length (a token attends to its own prefix: causal prefill and decode alike),
-        and per sequence its block table padded to max_blocks."""
-        slots, owner, lens = [], [], []
-        for i, (s, n) in enumerate(zip(seqs, new_tokens)):
-            for pos in range(s.num_tokens, s.num_tokens + n):
-                slots.append(self.slot_of(s, pos))
-                owner.append(i)
-                lens.append(pos + 1)
-        tables = [s.block_table + [0] * (max_blocks - len(s.block_table)) for s in seqs]
-        return slots, owner, tables, lens
-
-    def set_layout(self, slot_mapping, block_tables, context_lens) -> None:
-        """Device tensors of the step, one row per new token (static buffers when it runs in a CUDA graph)."""
-        self.slot_mapping, self.block_tables, self.context_lens = slot_mapping, block_tables, context_lens
+    def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor) -> None:
+        """The step's rows (one per new token: its stream's slot and position) -> where each writes and reads."""
+        tables = self.tables[stream_slots]
+        blocks = tables.gather(1, (positions // self.block_size)[:, None])[:, 0]
+        self.slot_mapping, self.block_tables = blocks * self.block_size + positions % self.block_size, tables
+        self.context_lens = positions + 1
 
     def attend(self, layer: int, q, k, v, scale: float):
         self.k[layer, self.slot_mapping] = k

@@ -22,12 +22,10 @@ class ModelRunner:
         self.model, self.cfg, self.device = model, model.cfg, model.device
         tcfg, dtype = self.cfg.talker, model.dtype
         self.talker = model.tts.talker
-        self.kv = PagedKVCache(tcfg, kv_blocks + 1, block_size, dtype, self.device)
-        self.kv.free_blocks.pop()                                   # the last block is the padding rows' scratch
-        self.scratch_kv_slot = kv_blocks * block_size
         self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
         n = max_seqs + 1
         self.scratch = max_seqs
+        self.kv = PagedKVCache(tcfg, kv_blocks + 1, block_size, n, self.max_blocks, dtype, self.device)
         z = lambda *shape, dt=dtype: torch.zeros(*shape, dtype=dt, device=self.device)
         self.hidden, self.frame_embed = z(n, tcfg.hidden_size), z(n, tcfg.hidden_size)
         self.c0, self.num_c0, self.frames = z(n, dt=torch.int64), z(n, dt=torch.int64), z(n, dt=torch.int64)
@@ -45,12 +43,11 @@ class ModelRunner:
         self.codec.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
-        s, kvs = self.scratch, self.scratch_kv_slot
+        s = self.scratch
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
-        self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False, kvs, 0, 1], buckets, graphs,
-                                       self.predict_stage.pool)
+        self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, self.predict_stage.pool)
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
-        self.prefill_stage = StagedGraphs(self._prefill_core, [0, 0, kvs, 0, 1], PREFILL_BUCKETS, graphs,
+        self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs,
                                           self.predict_stage.pool)
 
     def _tensor(self, values, dtype=torch.int64):
@@ -64,11 +61,11 @@ class ModelRunner:
         for bucket in self.predict_stage.buckets:
             for greedy in (False, True):
                 self.predict_stage.capture(greedy, bucket, [i64()])
-                self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag, i64(), i64(self.max_blocks), i64()])
+                self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag])
             self.decode_stage.capture(None, bucket, [i64(), i64(16)])
         rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
         for bucket in self.prefill_stage.buckets:
-            self.prefill_stage.capture(None, bucket, [rows, i64(), i64(), i64(self.max_blocks), i64()])
+            self.prefill_stage.capture(None, bucket, [rows, i64(), i64()])
 
     # per-stream setup ------------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -109,6 +106,7 @@ class ModelRunner:
 
     def _predict_core(self, all_greedy, slots):
         c0 = self.c0[slots]
+        c0 = c0.masked_fill(c0 == self.eos, 0)      # an EOS not seen on the host yet: its frame is dropped there
         params = self._sampling(slots, "sub_", self.frames[slots], all_greedy)
         codes = torch.cat([c0[:, None], self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0),
                                                                     params)], dim=1)
@@ -116,13 +114,13 @@ class ModelRunner:
         self.frames[slots] += 1
         return codes
 
-    def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos, slot_mapping, block_tables, lens):
-        self.kv.set_layout(slot_mapping, block_tables, lens)
+    def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos):
+        self.kv.locate(slots, positions)
         x = self.frame_embed[slots] + self.talker.embed_text(text_ids)
         return self._sample_c0(slots, self.talker(x, positions, self.kv), allow_eos, all_greedy)
 
-    def _prefill_core(self, _, rows, positions, slot_mapping, block_tables, lens):
-        self.kv.set_layout(slot_mapping, block_tables, lens)
+    def _prefill_core(self, _, rows, stream_slots, positions):
+        self.kv.locate(stream_slots, positions)
         return self.talker(rows, positions, self.kv)
 
     def _decode_core(self, _, slots, codes):
@@ -147,10 +145,11 @@ class ModelRunner:
     def _prefill_group(self, group) -> torch.Tensor:
         seqs = [s for s, _ in group]
         counts = [p.rows.shape[0] for _, p in group]
-        slots, owner, tables, lens = self.kv.layout(seqs, counts, self.max_blocks)
-        positions = [n - 1 for n in lens]
-        h = self.prefill_stage(None, torch.cat([p.rows for _, p in group]), self._tensor(positions),
-                               self._tensor(slots), self._tensor(tables)[self._tensor(owner)], self._tensor(lens))
+        self.kv.sync_tables(seqs)
+        stream_slots = [s.slot for s, n in zip(seqs, counts) for _ in range(n)]
+        positions = [pos for s, n in zip(seqs, counts) for pos in range(s.num_tokens, s.num_tokens + n)]
+        h = self.prefill_stage(None, torch.cat([p.rows for _, p in group]), self._tensor(stream_slots),
+                               self._tensor(positions))
         for s, n in zip(seqs, counts):
             s.num_tokens += n
             s.num_c0 += 1
@@ -172,11 +171,10 @@ class ModelRunner:
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
         """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device).
         The caller has taken the KV block for the new token."""
-        slot_mapping, _, tables, lens = self.kv.layout(seqs, [1] * len(seqs), self.max_blocks)
+        self.kv.sync_tables(seqs)
         c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
                              self._tensor([s.num_tokens for s in seqs]),
-                             self._tensor([s.eos_allowed for s in seqs], torch.bool), self._tensor(slot_mapping),
-                             self._tensor(tables), self._tensor(lens))
+                             self._tensor([s.eos_allowed for s in seqs], torch.bool))
         for s in seqs:
             s.num_tokens += 1
             s.num_c0 += 1
@@ -190,20 +188,19 @@ class ModelRunner:
 
 
 class HostCopy:
-    """Device-to-host copy of a step's codes and PCM into pinned memory, started now, awaited later."""
+    """Device-to-host copies into pinned memory, started now (behind the work queued so far), awaited later."""
 
-    def __init__(self, codes: torch.Tensor, pcm: torch.Tensor):
-        if codes.is_cuda:
-            self.codes = torch.empty(codes.shape, dtype=codes.dtype, pin_memory=True)
-            self.pcm = torch.empty(pcm.shape, dtype=pcm.dtype, pin_memory=True)
-            self.codes.copy_(codes, non_blocking=True)
-            self.pcm.copy_(pcm, non_blocking=True)
-            self.event = torch.cuda.Event()
+    def __init__(self, *tensors: torch.Tensor):
+        self.event = None
+        if tensors[0].is_cuda:
+            pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+            for dst, src in zip(pinned, tensors):
+                dst.copy_(src, non_blocking=True)
+            tensors, self.event = pinned, torch.cuda.Event()
             self.event.record()
-        else:
-            self.codes, self.pcm, self.event = codes, pcm, None
+        self.tensors = tensors
 
-    def wait(self):
+    def wait(self) -> list:
         if self.event is not None:
             self.event.synchronize()
-        return self.codes.numpy(), self.pcm.numpy()
+        return [t.numpy() for t in self.tensors]

@@ -26,6 +26,7 @@ class Sequence:
         self.eos_fed = False
         self.slot = -1
         self.block_table: list[int] = []
+        self.synced_blocks = 0                # block_table entries the device's tables hold
         self.num_tokens = 0                   # tokens in the talker KV cache
         self.num_c0 = 0                       # codebook-0 ids sampled so far
         self.has_c0 = False                   # a sampled c0 waits for the code predictor

@@ -1,6 +1,7 @@
 """One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out.
 
 The stages are fixed; a variant only changes how its prompt is laid out (prompt.py)."""
+import itertools
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -11,7 +12,7 @@ import torch
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
 from .runner import HostCopy
-from .sequence import Sequence
+from .sequence import Sequence, Status
 
 ROLE = "<|im_start|>assistant\n"
 SAMPLES_PER_FRAME = 1920
@@ -29,7 +30,9 @@ class StepLoop:
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
         self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
+        self.eos = self.cfg.codec_ids["eos"]
         self.frames_total = 0
+        self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
         self.step_s = 0.0                      # moving average of a step's wall time
         self.profile = False                  # synchronize and time each stage (benchmarks only)
         self.reset_profile()
@@ -120,9 +123,11 @@ class StepLoop:
                 codes = runner.predict(ready)
             with self._stage("decode"):
                 frames = HostCopy(codes, runner.decode(ready, codes))   # copies while the talker runs
-        self.frames_total += len(ready)
-        for s in ready:
+        self._take_eos()                  # the last talk's ids: done by now, or done before this step's frames
+        kept = [s.finish_reason is None for s in ready]              # an EOS stream's frame was not a frame
+        for s in itertools.compress(ready, kept):
             s.frames += 1
+            self.frames_total += 1
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         talkers, text_ids = [], []
@@ -141,23 +146,27 @@ class StepLoop:
                 runner.kv.grow(s, 1)            # taken now: the next stream's check sees only the blocks still free
                 talkers.append(s)
                 text_ids.append(tid)
-        c0 = None
         if talkers:
-            with self._stage("talk"):
-                c0 = runner.talk(talkers, text_ids)
+            with self._stage("talk"):        # its ids are read next step: no wait here for the talker to finish
+                self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
         with self._stage("host"):
-            if frames is not None:                    # the step's audio goes out before the talker is done
+            if frames is not None:                    # the step's audio goes out while the talker runs
                 codes, pcm = frames.wait()
-                for s, row, audio in zip(ready, codes, pcm):
+                for s, row, audio in itertools.compress(zip(ready, codes, pcm), kept):
                     s.pending.append((row, audio))
-                self._emit_audio()
-            if c0 is not None:
-                for s, c in zip(talkers, c0.tolist()):
-                    if c == self.cfg.codec_ids["eos"]:
-                        s.has_c0 = False
-                        s.finish_reason = "eos"
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
             self._emit_audio()
+
+    def _take_eos(self) -> None:
+        """Streams whose last codebook-0 id was EOS end (their pending audio still goes out)."""
+        talkers, ids = self.talked
+        self.talked = ([], None)
+        if ids is None:
+            return
+        for s, c in zip(talkers, ids.wait()[0].tolist()):
+            if c == self.eos and s.status is Status.RUNNING:   # (a stream cancelled meanwhile is gone)
+                s.has_c0 = False
+                s.finish_reason = "eos"
 
     def _emit_audio(self) -> None:
         now = time.perf_counter()
