@@ -2,10 +2,9 @@
 stream's alignment jobs through the shared AlignmentService, one at a time.
 
 Jobs follow playback, not generation: the audio of a stream comes several times faster than real time, and
-aligning every new chunk would keep the aligner busy for nothing. A job runs when the utterance's audio is
-complete, or when its window has grown by `step` and the settled words reach less than `lookahead` seconds past a
-real-time player's position (started at the first audio chunk), or when the window reaches `max_window`. A
-slow or failing aligner stops the words of the context (on_failure, once), never its audio."""
+aligning every new chunk would keep the aligner busy for nothing. The stream paces them (stream.py) by a
+real-time player's position, started at the first audio chunk. A slow or failing aligner stops the words of the
+context (on_failure, once), never its audio."""
 import asyncio
 import time
 from typing import Awaitable, Callable
@@ -18,10 +17,10 @@ from .stream import WordStream
 
 
 class LiveWords:
-    def __init__(self, service, language: str = "auto", timeout: float = 5.0, lookahead: float = 1.5,
+    def __init__(self, service, language: str = "auto", timeout: float = 5.0,
                  on_words: Callable[[list[Word]], Awaitable] | None = None,
                  on_failure: Callable[[str], Awaitable] | None = None):
-        self.service, self.timeout, self.lookahead = service, timeout, lookahead
+        self.service, self.timeout = service, timeout
         self.on_words, self.on_failure = on_words, on_failure
         self.stream = WordStream(language)
         self.first_audio: float | None = None    # when the player starts (monotonic)
@@ -58,18 +57,17 @@ class LiveWords:
     def close(self) -> None:
         self.task.cancel()
 
-    def _position(self) -> float | None:
-        return None if self.first_audio is None else time.monotonic() - self.first_audio
+    def _played(self) -> float:
+        return 0.0 if self.first_audio is None else time.monotonic() - self.first_audio
 
     async def _run(self) -> None:
         try:
             while True:
-                position = self._position()
-                job = self.stream.job(None if position is None else position + self.lookahead)
+                job = self.stream.job(self._played())
                 if job is None:                  # (job() itself settles an utterance with nothing to align)
                     self.progress.set()
                     self.changed.clear()
-                    due = None if position is None else self.stream.settled_time - self.lookahead - position
+                    due = None if self.first_audio is None else self.stream.due_in(self._played())
                     try:                         # until new input, or until playback makes a job due
                         await asyncio.wait_for(self.changed.wait(), due if due and due > 0 else None)
                     except TimeoutError:

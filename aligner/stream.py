@@ -3,10 +3,15 @@
 The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
 chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device). The speaking
 utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
-on. A word settles when it is not the text's last unit (the text may still grow it) and it ends at least `margin`
-s before the window's audio does (its neighbours are spoken), or once the utterance's audio is complete (then
-every word of it settles). Settled words are final: never resent, in order, times cumulative from the context's
-first sample, spans into the context's text."""
+on, cut where no speaker could have reached it yet. A word settles when it is not the text's last unit (the text
+may still grow it) and it ends at least `margin` s before the window's audio does (its neighbours are spoken), or
+once the utterance's audio is complete (then every word of it settles). Settled words are final: never resent, in
+order, times cumulative from the context's first sample, spans into the context's text.
+
+Jobs are paced so that each second of audio is aligned about once: a window is aligned when its audio is complete,
+when it holds `batch` s of audio that no job has seen yet, or when a real-time player (at `played`) comes within
+`lookahead` of the settled words; never again before at least half of it (and `step`) is new, so that a player
+ahead of a slow aligner does not make it re-align the same unsettled tail over and over."""
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -18,6 +23,7 @@ from .text import Unit, segment
 RATE = 24000        # the engine's audio
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
 GUARD = 0.16        # provisional words end at least this long before their alignment's audio does
+UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks: a window's text ends where its speaker cannot be
 
 
 @dataclass
@@ -26,6 +32,7 @@ class Job:
     units: list[Unit]          # the window's text units, spans into the context's text
     start: float               # window start, seconds from the context's first sample
     final: bool                # the utterance's audio is complete: every unit settles
+    whole: bool                # its last unit is a whole word (text follows it, or the text is closed)
 
 
 @dataclass
@@ -49,10 +56,10 @@ class _Utterance:
 
 
 class WordStream:
-    def __init__(self, language: str = "auto", margin: float = 0.32, step: float = 0.24, min_audio: float = 0.24,
-                 max_window: float = 20.0):
-        self.language, self.margin = language, margin
-        self.step, self.min_audio, self.max_window = int(step * RATE), int(min_audio * RATE), int(max_window * RATE)
+    def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 4.0,
+                 step: float = 0.24, min_audio: float = 0.5):
+        self.language, self.margin, self.lookahead = language, margin, lookahead
+        self.batch, self.step, self.min_audio = int(batch * RATE), int(step * RATE), int(min_audio * RATE)
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
@@ -89,24 +96,32 @@ class WordStream:
         u = self.utterances[0]
         return u.time + u.window / RATE
 
-    def job(self, horizon: float | None = None) -> Job | None:
-        """The next window to align, or None when nothing is worth aligning yet: its audio is complete, or it has
-        grown by `step` and (with a `horizon`, in seconds from the context's first sample) the settled words end
-        before the horizon or the window is `max_window` long."""
+    def due_in(self, played: float) -> float:
+        """Seconds of playback until the player is within `lookahead` of the settled words (<= 0: it is)."""
+        return self.settled_time - self.lookahead - played
+
+    def job(self, played: float = 0.0) -> Job | None:
+        """The next window to align, or None while none is due (see the module's doc); `played`: the player's
+        position, seconds from the context's first sample."""
         u = self.utterances[0]
         final = u.text_end is not None
-        total = u.window + u.length
-        if not final and (u.length < self.min_audio or total - u.aligned < self.step or horizon is not None
-                          and self.settled_time >= horizon and u.length < self.max_window):
+        fresh = u.window + u.length - u.aligned
+        if not final and (u.length < self.min_audio or fresh < max(self.step, u.length - fresh) or
+                          fresh < self.batch and self.due_in(played) > 0):
             return None
         start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
         end = u.text_end if final else self._text_end(u.index)
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
-        u.aligned = total
-        job = Job(u.audio(), units, u.time + u.window / RATE, final)
+        whole = final or len(self.bounds) > u.index
+        if not final:
+            seconds = u.length / RATE
+            reach = [x for x in units[:4 + int(UNITS_PER_S * seconds)] if x.end - start <= 20 + CHARS_PER_S * seconds]
+            units, whole = reach, whole or len(reach) < len(units)
+        u.aligned = u.window + u.length
+        job = Job(u.audio(), units, u.time + u.window / RATE, final, whole)
         if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
-            return self.job(horizon)
+            return self.job(played)
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
@@ -114,11 +129,10 @@ class WordStream:
         u, duration = self.utterances[0], len(job.audio) / RATE
         words = [Word(self.text[x.start:x.end], job.start + min(s, duration), job.start + min(e, duration),
                       x.start, x.end) for x, (s, e) in zip(job.units, spans)]
-        closed = job.final or len(self.bounds) > u.index
         n = len(words)
         if not job.final:
             limit, n = job.start + duration - self.margin, 0
-            while n < len(words) - (not closed) and words[n].end <= limit:
+            while n < len(words) - (not job.whole) and words[n].end <= limit:
                 n += 1
         settled, rest = words[:n], words[n:]
         self.words += settled

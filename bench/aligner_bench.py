@@ -122,15 +122,20 @@ async def level(engine, service, c: int, items, times) -> dict:
             text, frames = pending.pop()
             records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early))
 
-    busy0 = service.stats["busy_seconds"] if service else 0.0
+    before = dict(service.stats) if service else {}
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(c)))
     wall = time.perf_counter() - t0
     row = dict(concurrency=c, align=service is not None, **summarize(records, wall))
     if leads:
+        busy, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "audio_seconds"))
+        generated = sum(r.audio_s for r in records)
         row.update(lead_p50_s=float(np.percentile(leads, 50)), lead_p1_s=float(np.percentile(leads, 1)),
                    lead_min_s=float(min(leads)), settled_early=float(np.mean(early)), words=len(leads),
-                   aligner_busy=(service.stats["busy_seconds"] - busy0) / wall)
+                   aligner_busy=busy / wall, aligned_ratio=aligned / generated,
+                   aligner_ms_per_audio_s=busy * 1000 / generated,
+                   jobs_per_forward=(service.stats["jobs"] - before["jobs"]) / max(1, service.stats["batches"] -
+                                                                                   before["batches"]))
     return row
 
 
@@ -167,7 +172,10 @@ def main():
             results["levels"].append(row)
             extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
                                             f"min {row['lead_min_s']:6.2f} s | by margin {row['settled_early']:.2f}"
-                                            f" | aligner busy {row['aligner_busy']:.1%}")
+                                            f" | aligner busy {row['aligner_busy']:.1%}, "
+                                            f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s, aligned "
+                                            f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
+                                            f"jobs per forward")
             print(f"c={c:4d} align {'on ' if svc else 'off'} | viable {row['viability']:.3f} | rtf p50 "
                   f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
                   f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)

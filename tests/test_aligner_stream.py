@@ -156,19 +156,20 @@ def test_spoken_text(played, until):
 
 
 def test_bargein_counts_provisional_words_conservatively():
-    stream = WordStream("english", margin=0.45)
+    stream = WordStream("english", margin=0.3)
     text = "one two three four"
     stream.add_text(text)
     truth = timeline(text)
-    stream.add_audio(np.zeros(round(1.3 * 24000), np.float32))   # "three" ends at 1.2: spoken, not settled
+    stream.add_audio(np.zeros(round(1.12 * 24000), np.float32))   # "three" ends at 1.2: not spoken yet
     job = stream.job()
     stream.apply(job, oracle(job, truth))
     assert [w.word for w in stream.words] == ["one", "two"]
-    assert [w.word for w in stream.known_words()] == ["one", "two"]   # "three" ends within GUARD of the audio end
+    assert [w.word for w in stream.known_words()] == ["one", "two"]
     stream.add_audio(np.zeros(round(0.1 * 24000), np.float32))
-    job = stream.job()
-    assert job is None                                 # less than `step` of new audio
-    stream.add_audio(np.zeros(round(0.2 * 24000), np.float32))
+    assert stream.job() is None                        # less than `step` of new audio
+    stream.add_audio(np.zeros(round(0.08 * 24000), np.float32))
+    assert stream.job() is None                        # less new audio than the unsettled tail it would re-align
+    stream.add_audio(np.zeros(round(0.16 * 24000), np.float32))  # 1.46 s: "three" spoken, within `margin` of the end
     job = stream.job()
     stream.apply(job, oracle(job, truth))
     assert [w.word for w in stream.words] == ["one", "two"]
@@ -178,22 +179,89 @@ def test_bargein_counts_provisional_words_conservatively():
     assert spoken(stream.text, stream.known_words(), 1.0).text == "one two"           # 0.1 of it
 
 
-def test_jobs_follow_the_playback_horizon():
-    """With a horizon (a player's position plus lookahead), a window is aligned only once the settled words end
-    before it, or when the window reaches max_window; a complete utterance is aligned at once."""
-    text = "one two three four five six seven eight nine"
-    stream, truth = WordStream("english", max_window=3.0), timeline(text)
+def test_jobs_are_paced_by_playback_and_new_audio():
+    """A window is aligned when the player comes within `lookahead` of the settled words (with `step` of new
+    audio), when it holds `batch` s of audio no job has seen, or when its audio is complete; not otherwise."""
+    text = " ".join(f"w{i}" for i in range(40))
+    stream, truth = WordStream("english", lookahead=1.0, batch=4.0), timeline(text)
     stream.add_text(text)
     stream.close_utterance()
+    stream.add_audio(np.zeros(3 * 24000, np.float32))
+    job = stream.job(played=0.0)                           # nothing settled: the player needs words now
+    assert [w.word for w in stream.apply(job, oracle(job, truth))] == [f"w{i}" for i in range(6)]   # <= 2.68
+    assert stream.settled_time == pytest.approx(2.4)
     stream.add_audio(np.zeros(24000, np.float32))
-    job = stream.job(horizon=1.5)
-    assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["one"]          # 0.4 <= 1.0 - 0.32
-    assert stream.settled_time == pytest.approx(0.4)
+    assert stream.due_in(0.5) == pytest.approx(0.9) and stream.job(played=0.5) is None
+    job = stream.job(played=1.4)                           # the player is within `lookahead` of w5's end
+    assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["w6", "w7", "w8"]
+    stream.add_audio(np.zeros(round(0.2 * 24000), np.float32))
+    assert stream.job(played=3.0) is None                  # due, but less than `step` of new audio
+    stream.add_audio(np.zeros(round(3.8 * 24000), np.float32))
+    job = stream.job(played=0.0)                           # 4 s that no job has seen: aligned at once
+    assert job is not None and not job.final
+    stream.apply(job, oracle(job, truth))
     stream.add_audio(np.zeros(24000, np.float32))
-    assert stream.job(horizon=0.4) is None                 # the player is far from the settled words
-    job = stream.job(horizon=0.41)
-    assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["two", "three", "four"]
-    stream.add_audio(np.zeros(3 * 24000, np.float32))      # the window passes max_window: aligned anyway
-    assert stream.job(horizon=0.0) is not None
     stream.end_audio()
-    assert stream.job(horizon=0.0).final
+    assert stream.job(played=0.0).final
+
+
+def test_a_window_holds_the_text_its_audio_can_reach():
+    """Units beyond what anyone could say in the window stay out of its job (their last unit then settles like
+    any other); a final job takes all the rest."""
+    text = " ".join(f"w{i}" for i in range(100))
+    stream, truth = WordStream("english"), timeline(text)
+    stream.add_text(text)
+    stream.add_audio(np.zeros(24000, np.float32))
+    job = stream.job()
+    assert len(job.units) == 14 and job.whole                  # 4 + 10 per second
+    stream.apply(job, oracle(job, truth))
+    stream.end_audio()
+    stream.close_utterance()
+    assert len(stream.job().units) == 100 - len(stream.words)
+
+
+def live(stream: WordStream, truth: dict, seconds: float, rtf: float, latency: float) -> tuple[float, list[float]]:
+    """LiveWords' loop on a simulated clock: the engine's chunks come `rtf` x real time, a real-time player starts
+    at the first, each job takes `latency`. -> (audio seconds aligned, lead of each word: how long before the
+    player reaches its end it settled)."""
+    arrivals, frames, sizes = [], 0, iter([1, 2, 4, 8] + [16] * 1000)
+    while frames < round(seconds * 24000 / FRAME):
+        n = min(next(sizes), round(seconds * 24000 / FRAME) - frames)
+        frames += n
+        arrivals.append((0.02 + frames * 0.08 * rtf, n))
+    now, first, aligned, leads, running = 0.0, arrivals[0][0], 0.0, [], None
+    while arrivals or running or stream.pending:
+        played = max(0.0, now - first)
+        wake = [t for t in (arrivals[0][0] if arrivals else None, running and running[1]) if t]
+        if not running and now >= first and stream.due_in(played) > 0:
+            wake.append(now + stream.due_in(played))
+        now = max(min(wake), now + 1e-6)
+        while arrivals and arrivals[0][0] <= now:
+            stream.add_audio(np.zeros(arrivals.pop(0)[1] * FRAME, np.float32))
+            if not arrivals:
+                stream.end_audio()
+        if running and running[1] <= now:
+            leads += [first + w.end - now for w in stream.apply(running[0], oracle(running[0], truth))]
+            running = None
+        if not running and (job := stream.job(max(0.0, now - first))) is not None:
+            aligned, running = aligned + len(job.audio) / 24000, (job, now + latency)
+    return aligned, leads
+
+
+@pytest.mark.parametrize("rtf, latency", [(0.1, 0.05), (0.25, 0.05), (0.25, 0.1)])
+def test_each_second_is_aligned_about_once_and_settles_before_playback(rtf, latency):
+    """Streams generated 4-10x faster than real time: every word is known before a real-time player reaches its
+    end, while the aligner sees each second of audio about once (re-aligned unsettled tails included; a stream
+    of 1 s pays most for its first job, at 0.5 s)."""
+    generated = aligned = 0.0
+    for n in (3, 8, 20, 45, 80):
+        text = " ".join(["voice", "agents", "talk", "a", "lot"] * 16)[:n * 5].rsplit(" ", 1)[0]
+        stream, truth = WordStream("english"), timeline(text)
+        stream.add_text(text)
+        stream.close_utterance()
+        seconds = round(duration(truth, 0.0) * 24000 / FRAME) * FRAME / 24000
+        got, leads = live(stream, truth, seconds, rtf, latency)
+        assert len(stream.words) == len(truth) and min(leads) >= 0
+        assert got / seconds < 1.6
+        generated, aligned = generated + seconds, aligned + got
+    assert aligned / generated < 1.25
