@@ -70,8 +70,9 @@ class Aligner:
 
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None,
-             seed: int = 0) -> "Aligner":
-        """`model`: a checkpoint directory or hub id; or `dummy`: 'published' (the real config) or 'tiny'."""
+             seed: int = 0, graphs: bool | None = None) -> "Aligner":
+        """`model`: a checkpoint directory or hub id; or `dummy`: 'published' (the real config) or 'tiny'.
+        `graphs` (default: on CUDA): capture the forward's CUDA graphs now."""
         device, dtype = default_device_dtype(device, dtype)
         if (model is None) == (dummy is None):
             raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy")
@@ -89,7 +90,9 @@ class Aligner:
             load_checkpoint(net, path)
         tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         net = net.to(device, dtype).eval()
-        net.thinker.model.pack()
+        net.pack()
+        if graphs if graphs is not None else net.thinker.lm_head.weight.is_cuda:
+            net.capture()
         return cls(net, tokenizer, name)
 
     def align(self, audio: np.ndarray, text: str, language: str, sample_rate: int = SAMPLE_RATE) -> list[Word]:
@@ -113,10 +116,9 @@ class Aligner:
                 raise ValueError(f"audio of {len(audio)} samples at 16 kHz is too short to align (at least {HOP})")
             audio = (audio / audio.abs().max().clamp(min=1.0)).clamp(-1.0, 1.0)   # peak-normalized if above 1
             mels.append(log_mel(audio, self.cfg.audio.num_mel_bins))
-            ids.append(self._input_ids(audio_tokens(len(audio) // HOP, self.model.thinker.audio_tower.chunk),
-                                       items[i][1]))
+            ids.append(self._input_ids(audio_tokens(len(audio) // HOP), items[i][1]))
         for i, classes in zip(todo, self.model.classify(mels, ids)):
-            ms = repair([c * self.cfg.segment_ms for c in classes.tolist()])
+            ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out
 

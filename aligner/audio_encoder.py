@@ -1,16 +1,25 @@
 """The aligner's audio encoder (`thinker.audio_tower.*`): log-mel -> 13 tokens per second of audio.
 
 The mel is cut into 1 s chunks (100 frames); each chunk goes through three stride-2 convs and gets sinusoidal
-positions restarting at 0; the tokens of an audio then attend bidirectionally within 8 s windows (104 tokens)."""
+positions restarting at 0; the tokens of an audio then attend bidirectionally within 8 s windows (104 tokens).
+Here a batch comes in rows of 8 chunk slots, one window each (aligner/layout.py), every shape fixed by the row
+count: a chunk is zero padded to 1 s (a padded conv leaks into a tail chunk's last tokens, as in the reference),
+except an audio shorter than 1 s, whose conv outputs past its length are zeroed as the reference's unpadded conv
+sees them."""
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.layers import pack_views
+
 from .config import AudioEncoderConfig
-from .packed import Packed
+from .packed import additive
+
+CHUNK, SLOTS = 100, 8                  # mel frames per chunk, chunks per attention window
+TOKENS = 13 * SLOTS                    # tokens per window (13 per chunk)
+CONV_SLOTS = 64                        # chunks per conv pass: bounds the front end's activations
 
 
 def conv_out_len(n: int) -> int:
@@ -21,9 +30,9 @@ def chunk_tokens(frames: int) -> int:
     return conv_out_len(conv_out_len(conv_out_len(frames)))
 
 
-def audio_tokens(frames: int, chunk: int = 100) -> int:
+def audio_tokens(frames: int) -> int:
     """Tokens of an audio of `frames` mel frames: 13 per full chunk plus the tail chunk's."""
-    return frames // chunk * chunk_tokens(chunk) + (chunk_tokens(frames % chunk) if frames % chunk else 0)
+    return frames // CHUNK * chunk_tokens(CHUNK) + (chunk_tokens(frames % CHUNK) if frames % CHUNK else 0)
 
 
 def sinusoids(length: int, channels: int) -> torch.Tensor:
@@ -38,9 +47,17 @@ class EncoderAttention(nn.Module):
         self.heads = heads
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d, d) for _ in range(4))
 
-    def forward(self, x: torch.Tensor, windows: Packed) -> torch.Tensor:
-        q, k, v = (p(x).unflatten(-1, (self.heads, -1)) for p in (self.q_proj, self.k_proj, self.v_proj))
-        return self.out_proj(windows.attend(q, k, v, q.shape[-1] ** -0.5, causal=False).flatten(1))
+    @torch.no_grad()
+    def pack(self) -> None:
+        """One weight and bias for q/k/v (the checkpoint's weights become views into it)."""
+        self.w_qkv = pack_views(self.q_proj, self.k_proj, self.v_proj)
+        self.b_qkv = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x [rows, tokens, d]; mask [rows, 1, tokens, tokens]: added to the scores (-inf: no attention)."""
+        q, k, v = F.linear(x, self.w_qkv, self.b_qkv).unflatten(-1, (3, self.heads, -1)).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out_proj(o.transpose(1, 2).flatten(2))
 
 
 class EncoderLayer(nn.Module):
@@ -52,59 +69,48 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(cfg.ffn_dim, cfg.d_model)
         self.final_layer_norm = nn.LayerNorm(cfg.d_model)
 
-    def forward(self, x: torch.Tensor, windows: Packed) -> torch.Tensor:
-        x = x + self.self_attn(self.self_attn_layer_norm(x), windows)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.self_attn_layer_norm(x), mask)
         return x + self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
 
 
 class AudioEncoder(nn.Module):
     def __init__(self, cfg: AudioEncoderConfig):
         super().__init__()
+        if 2 * cfg.n_window != CHUNK or cfg.n_window_infer != CHUNK * SLOTS:
+            raise ValueError(f"audio encoder windows {cfg.n_window}/{cfg.n_window_infer}: only 50/800 are supported")
         self.cfg, c, d = cfg, cfg.downsample_hidden, cfg.d_model
-        self.chunk = 2 * cfg.n_window
-        self.window = chunk_tokens(self.chunk) * (cfg.n_window_infer // self.chunk)
         self.conv2d1 = nn.Conv2d(1, c, 3, 2, padding=1)
         self.conv2d2 = nn.Conv2d(c, c, 3, 2, padding=1)
         self.conv2d3 = nn.Conv2d(c, c, 3, 2, padding=1)
         self.conv_out = nn.Linear(c * chunk_tokens(cfg.num_mel_bins), d, bias=False)
-        self.register_buffer("positions", sinusoids(chunk_tokens(self.chunk), d), persistent=False)
+        self.register_buffer("positions", sinusoids(chunk_tokens(CHUNK), d), persistent=False)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.layers))
         self.ln_post = nn.LayerNorm(d)
         self.proj1 = nn.Linear(d, d)
         self.proj2 = nn.Linear(d, cfg.output_dim)
 
-    def _downsample(self, chunks: torch.Tensor, frames: list[int]) -> torch.Tensor:
-        """[chunks, mels, T] (zero padded to T) -> the valid tokens of every chunk, packed."""
-        x = F.gelu(self.conv2d3(F.gelu(self.conv2d2(F.gelu(self.conv2d1(chunks[:, None]))))))
-        x = self.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + self.positions[:x.shape[-1]].to(x.dtype)
-        valid = torch.arange(x.shape[1])[None, :] < torch.tensor([chunk_tokens(f) for f in frames])[:, None]
-        return x[valid.to(x.device)]
-
-    def forward(self, mels: list[torch.Tensor]) -> list[torch.Tensor]:
-        """[mels, frames] per audio -> [audio_tokens(frames), output_dim] per audio. Chunks are zero padded to 1 s
-        (a padded conv leaks into the tail's last tokens, as in the reference), except an audio shorter than 1 s,
-        which is its own unpadded chunk."""
-        pieces, frames, singles = [], [], {}
-        for i, mel in enumerate(mels):
-            n = mel.shape[1]
-            if n < self.chunk:
-                singles[i] = self._downsample(mel[None], [n])
-                continue
-            frames += [min(self.chunk, n - start) for start in range(0, n, self.chunk)]
-            pieces.append(F.pad(mel, (0, -n % self.chunk)).unflatten(1, (-1, self.chunk)).transpose(0, 1))
-        padded = self._downsample(torch.cat(pieces), frames) if pieces else None
-        tokens, at = [], 0
-        for i, mel in enumerate(mels):
-            if i in singles:
-                tokens.append(singles[i])
-            else:
-                n = audio_tokens(mel.shape[1], self.chunk)
-                tokens.append(padded[at:at + n])
-                at += n
-        lengths = [len(t) for t in tokens]
-        windows = Packed([min(self.window, n - s) for n in lengths for s in range(0, n, self.window)], mels[0].device)
-        x = torch.cat(tokens)
+    def pack(self) -> None:
         for layer in self.layers:
-            x = layer(x, windows)
-        x = self.proj2(F.gelu(self.proj1(self.ln_post(x))))
-        return list(x.split(lengths))
+            layer.self_attn.pack()
+
+    def _downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """[n, mels, CHUNK] chunks, the frames each conv sees [n] -> [n, 13, d]."""
+        x = chunks[:, None]
+        for conv in (self.conv2d1, self.conv2d2):
+            x = F.gelu(conv(x))
+            frames = (frames + 1) // 2                           # conv_out_len
+            x = x * (torch.arange(x.shape[-1], device=x.device) < frames[:, None])[:, None, None].to(x.dtype)
+        x = F.gelu(self.conv2d3(x))
+        return self.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + self.positions.to(x.dtype)
+
+    def forward(self, mel: torch.Tensor, conv_frames: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
+        """mel [rows, SLOTS, mels, CHUNK], conv_frames [rows, SLOTS], windows [rows, TOKENS] (aligner/layout.py)
+        -> [rows, TOKENS, output_dim]."""
+        chunks, frames = mel.flatten(0, 1), conv_frames.flatten()
+        x = torch.cat([self._downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
+                       for i in range(0, len(chunks), CONV_SLOTS)]).view(len(mel), TOKENS, -1)
+        mask = additive((windows[:, :, None] == windows[:, None, :])[:, None], x.dtype)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.proj2(F.gelu(self.proj1(self.ln_post(x))))

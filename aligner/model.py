@@ -1,16 +1,20 @@
 """Qwen3-ForcedAligner-0.6B: audio encoder + Qwen3 text model + a 5000-class timestamp head.
 
 Module names match the published checkpoint (`thinker.audio_tower.*`, `thinker.model.*`, `thinker.lm_head.*`),
-so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs."""
+so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs, in two
+stages of static shapes (aligner/layout.py): the encoder over its rows, the text model over its rows; on CUDA each
+stage is a CUDA graph per bucket, captured at start-up."""
 import torch
 from torch import nn
 
 from engine.config import LMConfig
 from engine.layers import DecoderStack, Rotary
 
-from .audio_encoder import AudioEncoder
+from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
-from .packed import CausalKV, Packed
+from .graphs import ShapeGraphs
+from .layout import ROWS, TEXT_TOKENS, WIDTHS, Layout, fits
+from .packed import PackedKV
 
 
 class TextModel(DecoderStack):
@@ -33,20 +37,58 @@ class AlignerModel(nn.Module):
         self.cfg = cfg
         self.thinker = Thinker(cfg)
         self.rotary = Rotary(cfg.text.head_dim, cfg.text.rope_theta)
+        self.encode = ShapeGraphs(self.thinker.audio_tower)
+        self.decode = ShapeGraphs(self._decode)
+
+    def pack(self) -> None:
+        self.thinker.audio_tower.pack()
+        self.thinker.model.pack()
+
+    def _decode(self, ids, positions, sequences, audio_rows, is_audio, audio) -> torch.Tensor:
+        """The text rows (aligner/layout.py) with the encoder's tokens [rows, TOKENS, d] in place of the audio
+        placeholders -> the argmax class of every token [rows, width]."""
+        t = self.thinker
+        x = t.model.embed_tokens(ids.flatten())
+        x = torch.where(is_audio.flatten()[:, None], audio.flatten(0, 1)[audio_rows.flatten()].to(x.dtype), x)
+        cos, sin = self.rotary(positions.flatten(), x.dtype)
+        h = t.model(x, cos, sin, PackedKV(sequences, x.dtype))
+        return t.lm_head(h).argmax(-1).view(ids.shape)
 
     @torch.inference_mode()
-    def classify(self, mels: list[torch.Tensor], ids: list[list[int]]) -> list[torch.Tensor]:
+    def capture(self) -> None:
+        """A graph per encoder row bucket and per text (rows, width) within TEXT_TOKENS, on padding inputs."""
+        self.encode.pool = self.decode.pool = torch.cuda.graph_pool_handle()
+        device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
+        longs = lambda *shape, fill=0: torch.full(shape, fill, dtype=torch.int64, device=device)
+        for e in ROWS:
+            mel = torch.zeros(e, SLOTS, self.cfg.audio.num_mel_bins, CHUNK, dtype=dtype, device=device)
+            self.encode.capture(e, mel, longs(e, SLOTS), longs(e, TOKENS, fill=-1))
+        audio = torch.zeros(ROWS[-1], TOKENS, self.cfg.audio.output_dim, dtype=dtype, device=device)
+        for w in WIDTHS:
+            for r in (r for r in ROWS if r * w <= TEXT_TOKENS):
+                self.decode.capture((r, w), longs(r, w), longs(r, w), longs(r, w, fill=-1), longs(r, w),
+                                    longs(r, w).bool(), audio)
+
+    @torch.inference_mode()
+    def classify(self, mels: list[torch.Tensor], ids: list[list[int]]) -> list[list[int]]:
         """Per sequence: its log-mel [mels, frames] and input ids (the audio placeholder expanded to the audio's
-        token count) -> the argmax class at each `<timestamp>` position (a device tensor)."""
-        t, dtype = self.thinker, self.thinker.lm_head.weight.dtype
-        device = t.lm_head.weight.device
-        flat = [i for seq in ids for i in seq]
-        audio_rows = [r for r, i in enumerate(flat) if i == self.cfg.audio_token]
-        stamp_rows = [r for r, i in enumerate(flat) if i == self.cfg.timestamp_token]
-        x = t.model.embed_tokens(torch.tensor(flat, device=device))
-        x[torch.tensor(audio_rows, device=device)] = torch.cat(t.audio_tower([m.to(dtype) for m in mels])).to(x.dtype)
-        positions = torch.cat([torch.arange(len(seq)) for seq in ids]).to(device)
-        cos, sin = self.rotary(positions, x.dtype)
-        h = t.model(x, cos, sin, CausalKV(Packed([len(seq) for seq in ids], device)))
-        classes = t.lm_head(h[torch.tensor(stamp_rows, device=device)]).argmax(-1)
-        return list(classes.split([seq.count(self.cfg.timestamp_token) for seq in ids]))
+        token count) -> the argmax class at each `<timestamp>` position. A batch beyond the largest graphs is split
+        into several forwards."""
+        frames, lengths, out, start = [m.shape[1] for m in mels], [len(x) for x in ids], [], 0
+        for end in range(1, len(ids) + 1):
+            if end == len(ids) or not fits(frames[start:end + 1], lengths[start:end + 1]):
+                out += self._classify(mels[start:end], ids[start:end])
+                start = end
+        return out
+
+    def _classify(self, mels: list[torch.Tensor], ids: list[list[int]]) -> list[list[int]]:
+        lay = Layout.build([m.shape[1] for m in mels], ids, self.cfg.audio_token, self.cfg.timestamp_token)
+        device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
+        t = lambda a: torch.from_numpy(a).to(device)
+        joined = torch.cat(mels + [mels[0][:, :1] * 0], dim=1)          # column -1: the zero frame of empty slots
+        mel = joined[:, t(lay.mel_frames)].permute(1, 2, 0, 3).to(dtype)
+        audio = self.encode(len(mel), mel, t(lay.conv_frames), t(lay.windows))
+        classes = self.decode(lay.ids.shape, t(lay.ids), t(lay.positions), t(lay.sequences), t(lay.audio_rows),
+                              t(lay.is_audio), audio)
+        classes = classes.flatten().cpu().numpy()
+        return [classes[s].tolist() for s in lay.stamps]

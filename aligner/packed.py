@@ -1,44 +1,28 @@
-"""Ragged sequences packed as rows [N, ...]: attention over each sequence alone, in one padded SDPA call."""
-import numpy as np
+"""Sequences packed into rows of fixed length (aligner/layout.py): the text model's one-shot `kv` for engine.layers."""
 import torch
 import torch.nn.functional as F
 
 
-class Packed:
-    """Sequences of `lengths` rows, back to back; gathers them into a right-padded [B, L, ...] batch and back,
-    with indices built once on the host (no device sync per layer)."""
-
-    def __init__(self, lengths: list[int], device):
-        lengths = np.asarray(lengths)
-        width = int(lengths.max())
-        cols = np.arange(width)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        valid = cols[None, :] < lengths[:, None]
-        self.index = torch.from_numpy(np.where(valid, starts[:, None] + cols[None, :], 0)).to(device)
-        self.rows = torch.from_numpy(np.flatnonzero(valid)).to(device)
-        self.keys = torch.from_numpy(valid).to(device)[:, None, None, :]     # [B, 1, 1, L]
-        self.width = width
-
-    def pad(self, x: torch.Tensor) -> torch.Tensor:
-        return x[self.index]
-
-    def unpad(self, x: torch.Tensor) -> torch.Tensor:
-        return x.flatten(0, 1)[self.rows]
-
-    def attend(self, q, k, v, scale: float, causal: bool) -> torch.Tensor:
-        """q [N, heads, d], k/v [N, kv_heads, d] -> [N, heads, d]; causal, or bidirectional within a sequence."""
-        q, k, v = (self.pad(t).transpose(1, 2) for t in (q, k, v))
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else self.keys, is_causal=causal,
-                                           scale=scale, enable_gqa=True)
-        return self.unpad(o.transpose(1, 2))
+def additive(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """A boolean attention mask as the bias SDPA adds to the scores, made once for every layer (a boolean mask
+    would be converted in each call)."""
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, float("-inf"))
 
 
-class CausalKV:
-    """The `kv` object of engine.layers for a one-shot forward: no cache, causal within each sequence (right
-    padding: a real query never sees a padded key)."""
+class PackedKV:
+    """No cache: each token attends causally within its own sequence of its row. A padding token (sequence -1)
+    attends to the padding before it, so every row of the softmax has a key."""
 
-    def __init__(self, packed: Packed):
-        self.packed = packed
+    def __init__(self, sequences: torch.Tensor, dtype):
+        rows, width = sequences.shape
+        causal = torch.ones(width, width, dtype=torch.bool, device=sequences.device).tril()
+        self.mask = additive(((sequences[:, :, None] == sequences[:, None, :]) & causal)[:, None], dtype)
 
     def attend(self, layer, q, k, v, scale):
-        return self.packed.attend(q, k, v, scale, causal=True)
+        """q [rows * width, heads, d], k/v [rows * width, kv_heads, d] -> like q."""
+        rows, width = self.mask.shape[0], self.mask.shape[-1]
+        group = q.shape[1] // k.shape[1]
+        q, k, v = (t.unflatten(0, (rows, width)).transpose(1, 2) for t in (q, k, v))
+        k, v = (t[:, :, None].expand(-1, -1, group, -1, -1).flatten(1, 2) for t in (k, v))   # SDPA's own GQA
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, scale=scale)           # takes no mask
+        return o.transpose(1, 2).flatten(0, 1)

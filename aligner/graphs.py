@@ -1,0 +1,33 @@
+"""CUDA graphs of one function, one per shape key (like engine/graphs.py, with keys of several dimensions: the
+caller lays its inputs out at the key's shapes, aligner/layout.py). A key without a graph (the CPU, or a batch
+beyond the largest) runs the very same function eagerly. Graphs are captured up front, never while serving: a
+capture must not overlap the engine's work on the device."""
+import torch
+
+
+class ShapeGraphs:
+    def __init__(self, fn, pool=None):
+        self.fn, self.pool = fn, pool
+        self.graphs: dict = {}
+
+    def __call__(self, key, *inputs):
+        if key not in self.graphs:
+            return self.fn(*inputs)
+        graph, buffers, out = self.graphs[key]
+        for buffer, x in zip(buffers, inputs):
+            buffer[:len(x)].copy_(x)       # an input may fill only the front of its buffer: the rest is never read
+        graph.replay()
+        return out
+
+    def capture(self, key, *buffers) -> None:
+        """A graph for `key` reading its inputs from `buffers` (the caller may share one among keys), after one run
+        outside it (cuDNN picks its algorithms then)."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.fn(*buffers)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            out = self.fn(*buffers)
+        self.graphs[key] = (graph, buffers, out)

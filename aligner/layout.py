@@ -1,0 +1,88 @@
+"""A batch of (mel frames, input ids) laid out in rows of fixed size, with every index built on the host: the
+aligner's forward is then a function of static shapes (rows and row length) that a CUDA graph can replay.
+
+Encoder rows hold 8 one-second chunk slots (104 tokens, one attention window): an audio's windows (8 chunks each,
+its last one shorter) are packed into rows first-fit, largest first, and a token attends to its own window. Text
+rows hold `width` tokens; sequences are packed into them alike, a token attending causally within its sequence.
+Rows are counted up to a bucket (ROWS: at most 25% padding rows), so a few graphs serve every batch."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .audio_encoder import CHUNK, SLOTS, TOKENS, chunk_tokens
+
+ROWS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40]
+WIDTHS = [256, 512, 1024]         # text row lengths with graphs; a longer sequence gets a row of its own length
+TEXT_TOKENS = 8192                # text rows x width of one forward with graphs
+
+
+def bucket(rows: int) -> int:
+    return next((b for b in ROWS if b >= rows), rows)
+
+
+def text_width(longest: int) -> int:
+    return next((w for w in WIDTHS if w >= longest), longest)
+
+
+def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], int]:
+    """(row, offset) of each item packed into rows of `capacity`, largest first; and the rows used."""
+    free, place = [], [(0, 0)] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        row = next((r for r, f in enumerate(free) if f >= sizes[i]), len(free))
+        if row == len(free):
+            free.append(capacity)
+        place[i] = (row, capacity - free[row])
+        free[row] -= sizes[i]
+    return place, len(free)
+
+
+def fits(frames: list[int], lengths: list[int]) -> bool:
+    """Whether a batch fits the largest graphs (an estimate: packing may still need a row more, run eagerly)."""
+    windows = sum(-(-f // (CHUNK * SLOTS)) for f in frames)
+    return windows <= ROWS[-1] and max(lengths) <= WIDTHS[-1] and sum(lengths) <= 0.9 * TEXT_TOKENS
+
+
+@dataclass
+class Layout:
+    mel_frames: np.ndarray     # [E, SLOTS, CHUNK] column of each chunk frame in the batch's joined mel (-1: zero)
+    conv_frames: np.ndarray    # [E, SLOTS] frames the convs see (an audio under 1 s is not padded; empty slot: 0)
+    windows: np.ndarray        # [E, TOKENS] each encoder token's window (-1: no token)
+    ids: np.ndarray            # [R, width] input ids (0: padding)
+    positions: np.ndarray      # [R, width] position within its sequence
+    sequences: np.ndarray      # [R, width] each token's sequence (-1: padding)
+    audio_rows: np.ndarray     # [R, width] the encoder token an audio placeholder takes (flat over E x TOKENS)
+    is_audio: np.ndarray       # [R, width]
+    stamps: list[np.ndarray]   # per item: its `<timestamp>` tokens, flat over R x width
+
+    @classmethod
+    def build(cls, frames: list[int], ids: list[list[int]], audio_token: int, timestamp_token: int) -> "Layout":
+        chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
+        windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]
+        place, rows = first_fit([len(chunks[i][c:c + SLOTS]) for i, c in windows], SLOTS)
+        e = bucket(rows)
+        mel_frames, conv_frames = np.full((e, SLOTS, CHUNK), -1), np.zeros((e, SLOTS), np.int64)
+        token_window, tokens = np.full((e, SLOTS, TOKENS // SLOTS), -1), [[] for _ in frames]
+        starts = np.cumsum([0] + frames[:-1])
+        for w, ((i, c), (row, slot)) in enumerate(zip(windows, place)):
+            for k, n in enumerate(chunks[i][c:c + SLOTS]):
+                mel_frames[row, slot + k, :n] = starts[i] + (c + k) * CHUNK + np.arange(n)
+                conv_frames[row, slot + k] = n if frames[i] < CHUNK else CHUNK
+                token_window[row, slot + k, :chunk_tokens(n)] = w
+                first = (row * SLOTS + slot + k) * (TOKENS // SLOTS)
+                tokens[i] += range(first, first + chunk_tokens(n))
+        lengths = [len(x) for x in ids]
+        width = text_width(max(lengths))
+        place, rows = first_fit(lengths, width)
+        r = bucket(rows)
+        out = dict(ids=np.zeros((r, width), np.int64), positions=np.zeros((r, width), np.int64),
+                   sequences=np.full((r, width), -1), audio_rows=np.zeros((r, width), np.int64))
+        stamps = []
+        for i, (seq, (row, at)) in enumerate(zip(ids, place)):
+            seq = np.asarray(seq)
+            span = slice(at, at + len(seq))
+            out["ids"][row, span], out["positions"][row, span] = seq, np.arange(len(seq))
+            out["sequences"][row, span] = i
+            out["audio_rows"][row, at + np.flatnonzero(seq == audio_token)] = tokens[i]
+            stamps.append(row * width + at + np.flatnonzero(seq == timestamp_token))
+        return cls(mel_frames, conv_frames, token_window.reshape(e, TOKENS), **out,
+                   is_audio=out["ids"] == audio_token, stamps=stamps)

@@ -1,0 +1,101 @@
+"""The aligner's static-shape forward (rows of fixed size, buckets, as CUDA graphs replay it) against a plain
+forward of one item at a time with no padding at all."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aligner import Aligner
+from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
+from aligner.features import log_mel
+from aligner import model as aligner_model
+from aligner.layout import ROWS, WIDTHS, Layout, bucket, fits
+from aligner.text import segment
+
+
+@pytest.fixture(scope="module")
+def aligner():
+    """Tiny random weights, sharpened so that the timestamp classes vary from word to word."""
+    torch.manual_seed(0)
+    a = Aligner.load(dummy="tiny", device="cpu", seed=3)
+    t = a.model.thinker
+    with torch.no_grad():
+        t.lm_head.weight[60:] = 0
+        t.lm_head.weight[:60] *= 4
+        t.model.embed_tokens.weight[a.cfg.timestamp_token] *= 0.02
+        for layer in t.model.layers:
+            layer.self_attn.q_norm.weight.mul_(4)
+            layer.self_attn.k_norm.weight.mul_(4)
+    return a
+
+
+class CausalKV:
+    def attend(self, layer, q, k, v, scale):
+        q, k, v = (x.transpose(0, 1)[None] for x in (q, k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=True)[0].transpose(0, 1)
+
+
+def plain_classes(model, mel: torch.Tensor, ids: list[int]) -> list[int]:
+    """One item, every tensor exactly its size: chunks through the convs (a tail chunk zero padded, an audio under
+    1 s alone), the audio's tokens in 104-token windows, the text model over the sequence."""
+    enc, t = model.thinker.audio_tower, model.thinker
+    frames = mel.shape[1]
+    pieces = [F.pad(mel[:, s:s + CHUNK], (0, CHUNK - min(CHUNK, frames - s)) if frames >= CHUNK else (0, 0))
+              for s in range(0, frames, CHUNK)]
+    tokens = []
+    for s, piece in zip(range(0, frames, CHUNK), pieces):
+        x = piece[None, None]
+        for conv in (enc.conv2d1, enc.conv2d2, enc.conv2d3):
+            x = F.gelu(conv(x))
+        x = enc.conv_out(x.permute(0, 3, 1, 2).flatten(2))[0] + enc.positions[:x.shape[-1]]
+        tokens.append(x[:chunk_tokens(min(CHUNK, frames - s))])
+    x = torch.cat(tokens)
+    windows = []
+    for s in range(0, len(x), TOKENS):
+        w = x[None, s:s + TOKENS]
+        no_mask = torch.zeros(1, 1, w.shape[1], w.shape[1])
+        for layer in enc.layers:
+            w = layer(w, no_mask)
+        windows.append(w[0])
+    audio = enc.proj2(F.gelu(enc.proj1(enc.ln_post(torch.cat(windows)))))
+    ids_t = torch.tensor(ids)
+    h = t.model.embed_tokens(ids_t)
+    h[ids_t == model.cfg.audio_token] = audio
+    cos, sin = model.rotary(torch.arange(len(ids)), h.dtype)
+    classes = t.lm_head(t.model(h, cos, sin, CausalKV())).argmax(-1)
+    return classes[ids_t == model.cfg.timestamp_token].tolist()
+
+
+def test_row_buckets_pad_at_most_a_quarter():
+    assert all((bucket(n) - n) / bucket(n) <= 0.25 for n in range(1, ROWS[-1] + 1))
+    assert len(ROWS) + sum(1 for w in WIDTHS for r in ROWS if r * w <= 8192) <= 60     # graphs to capture
+
+
+def test_bucketed_forward_equals_plain_single_items(aligner):
+    """A mixed batch: audio under 1 s, tail chunks, several windows, short and long texts, in one padded forward."""
+    rng = np.random.default_rng(1)
+    text = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
+    mels, ids = [], []
+    for seconds, words in [(0.5, 2), (0.37, 1), (2.3, 6), (4.0, 9), (9.7, 15), (17.2, 15), (1.0, 3), (3.31, 12)]:
+        audio = torch.from_numpy((0.1 * rng.standard_normal(int(seconds * 16000))).astype(np.float32))
+        mels.append(log_mel(audio))
+        units = [u.text for u in segment(text, "english")][:words]
+        ids.append(aligner._input_ids(audio_tokens(mels[-1].shape[1]), units))
+    lay = Layout.build([m.shape[1] for m in mels], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
+    assert lay.ids.shape[0] > 1 and (lay.sequences == -1).any() and (lay.windows == -1).any()   # padded rows
+    got = aligner.model.classify(mels, ids)
+    expected = [plain_classes(aligner.model, m, x) for m, x in zip(mels, ids)]
+    assert got == expected
+    assert len({c for classes in expected for c in classes}) > 5                # the classes vary
+
+
+def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
+    mels = [log_mel(torch.zeros(16000 * 3)) for _ in range(5)]
+    ids = [aligner._input_ids(audio_tokens(m.shape[1]), ["a", "b"]) for m in mels]
+    whole = aligner.model.classify(mels, ids)
+    sizes = []
+    monkeypatch.setattr(aligner_model, "fits", lambda frames, lengths: len(frames) <= 2 and fits(frames, lengths))
+    original = type(aligner.model)._classify
+    monkeypatch.setattr(type(aligner.model), "_classify",
+                        lambda self, m, i: sizes.append(len(i)) or original(self, m, i))
+    assert aligner.model.classify(mels, ids) == whole and sizes == [2, 2, 1]
