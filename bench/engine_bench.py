@@ -50,6 +50,29 @@ async def run_poisson(engine, rate: float, items, chunk_frames, seed: int = 0) -
     return records, time.perf_counter() - t0
 
 
+class HostProfile:
+    """cProfile around each engine step (on the engine thread): where the host spends a step, waits included."""
+
+    def __init__(self, loop):
+        import cProfile
+        self.loop, self.prof, self.steps = loop, cProfile.Profile(), 0
+        step = type(loop).step.__get__(loop)
+
+        def profiled():
+            self.steps += 1
+            self.prof.runcall(step)
+        loop.step = profiled
+
+    def report(self, top: int = 14) -> None:
+        import pstats
+        del self.loop.step                          # back to the class's step
+        stats = pstats.Stats(self.prof).stats
+        rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+        print(f"  host profile, ms per step over {self.steps} steps (tottime / cumtime):")
+        for (file, line, name), (_, _, tt, ct, _) in rows:
+            print(f"    {1000 * tt / self.steps:7.2f} {1000 * ct / self.steps:7.2f}  {Path(file).name}:{line} {name}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dummy", default="1.7B-CustomVoice")
@@ -64,6 +87,7 @@ def main():
     p.add_argument("--max-seqs", type=int, default=0)
     p.add_argument("--kv-tokens", type=int, default=1024, help="talker KV tokens reserved per stream")
     p.add_argument("--profile", action="store_true", help="synchronize and time each stage (slower)")
+    p.add_argument("--host-profile", action="store_true", help="cProfile the engine thread's steps per level")
     p.add_argument("--json")
     args = p.parse_args()
     import torch
@@ -83,6 +107,7 @@ def main():
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         engine.loop.reset_profile()
+        host = HostProfile(engine.loop) if args.host_profile else None
         run = run_level(engine, c, items, tuple(args.chunk_frames)) if kind == "concurrency" else \
             run_poisson(engine, c, items, tuple(args.chunk_frames))
         records, wall = asyncio.run(run)
@@ -97,6 +122,8 @@ def main():
               f"{row['audio_s_per_s']:7.1f} audio-s/s | {row.get('gpu_mem_gib', 0):.1f} GiB | "
               f"{row['ms_per_step']} ms/step | {row['profile']}",
               flush=True)
+        if host:
+            host.report()
         if args.json:                               # after every level: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps(results, indent=1))
     engine.shutdown()

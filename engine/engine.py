@@ -110,7 +110,8 @@ class Engine:
     # engine thread --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop:
-            idle = 0.0 if self.scheduler.has_work() else 0.005 if self.scheduler.holds_audio() else 0.5
+            busy = self.scheduler.has_work() or self.loop.audio.in_flight
+            idle = 0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5
             self._drain(idle)
             if self._stop:
                 break
@@ -119,6 +120,7 @@ class Engine:
             except Exception as exc:          # a failed step ends the streams in it, never the engine
                 self.errors += 1
                 traceback.print_exc()
+                self.loop.drop_in_flight()
                 for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
                     self._fail(seq, exc)
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting):

@@ -31,7 +31,8 @@ class Sequence:
         self.num_c0 = 0                       # codebook-0 ids sampled so far
         self.has_c0 = False                   # a sampled c0 waits for the code predictor
         self.frames = 0                       # completed frames
-        self.pending: list = []               # completed frames not yet decoded to audio (device rows [16])
+        self.unread = 0                       # frames whose audio is still being copied to the host
+        self.pending: list = []               # frames on the host not sent yet: (codes [16], PCM [1920])
         self.chunks = 0
         self.first_sent_at: float | None = None   # perf_counter of the first chunk
         self.sent_samples = 0
@@ -76,7 +77,7 @@ class Sequence:
         return self.sent_samples / 24000 - (now - self.first_sent_at)
 
     def should_send(self, now: float, margin_s: float) -> bool:
-        if self.finish_reason or len(self.pending) >= self.chunk_size():
+        if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size():
             return True
         return bool(self.pending) and self.request.adaptive_chunks and self.first_sent_at is not None \
             and self.buffered_s(now) < margin_s

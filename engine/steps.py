@@ -9,13 +9,13 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from .audio_out import SAMPLES_PER_FRAME, AudioOut
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
 from .runner import HostCopy
 from .sequence import Sequence, Status
 
 ROLE = "<|im_start|>assistant\n"
-SAMPLES_PER_FRAME = 1920
 
 
 class KVCacheFull(RuntimeError):
@@ -33,6 +33,7 @@ class StepLoop:
         self.eos = self.cfg.codec_ids["eos"]
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
+        self.audio = AudioOut(scheduler)
         self.step_s = 0.0                      # moving average of a step's wall time
         self.profile = False                  # synchronize and time each stage (benchmarks only)
         self.reset_profile()
@@ -150,12 +151,15 @@ class StepLoop:
             with self._stage("talk"):        # its ids are read next step: no wait here for the talker to finish
                 self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
         with self._stage("host"):
-            if frames is not None:                    # the step's audio goes out while the talker runs
-                codes, pcm = frames.wait()
-                for s, row, audio in itertools.compress(zip(ready, codes, pcm), kept):
-                    s.pending.append((row, audio))
+            if frames is not None:
+                self.audio.add(ready, kept, frames)
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
-            self._emit_audio()
+            self.audio.flush(margin_s=max(0.12, 3 * self.step_s))   # a few steps of audio stay at the listener
+
+    def drop_in_flight(self) -> None:
+        """After a failed step: nothing of it is read."""
+        self.talked = ([], None)
+        self.audio.in_flight.clear()
 
     def _take_eos(self) -> None:
         """Streams whose last codebook-0 id was EOS end (their pending audio still goes out)."""
@@ -167,24 +171,3 @@ class StepLoop:
             if c == self.eos and s.status is Status.RUNNING:   # (a stream cancelled meanwhile is gone)
                 s.has_c0 = False
                 s.finish_reason = "eos"
-
-    def _emit_audio(self) -> None:
-        now = time.perf_counter()
-        margin = max(0.12, 3 * self.step_s)        # a few steps of audio must stay queued at the listener
-        for s in list(self.scheduler.running):
-            if not s.should_send(now, margin):
-                continue
-            n = min(len(s.pending), s.chunk_size())
-            frames, s.pending = s.pending[:n], s.pending[n:]
-            final = bool(s.finish_reason) and not s.pending
-            start = s.frames - len(s.pending) - n
-            s.chunks += 1
-            if s.first_sent_at is None:
-                s.first_sent_at = now
-            s.sent_samples += n * SAMPLES_PER_FRAME
-            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
-            audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
-            s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
-                                        s.finish_reason if final else None))
-            if final:
-                self.scheduler.finish(s, s.finish_reason)

@@ -37,7 +37,14 @@ def requests():
     ]
 
 
-def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine):
+@pytest.fixture(params=[64, 1], ids=["audio-read-at-once", "audio-read-next-step"])
+def read_later_from(engine, request):
+    engine.loop.audio.read_later_from = request.param
+    yield request.param
+    engine.loop.audio.read_later_from = 64
+
+
+def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_later_from):
     alone = [run(engine, r) for r in requests()]
     victim = engine.submit(SynthesisRequest(text=TEXTS[2], voice="vivian", max_frames=200, ignore_eos=True))
     handles = [engine.submit(r) for r in requests()[:2]]
@@ -54,6 +61,8 @@ def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine):
     for (codes, pcm, _), chunks in zip(alone, got):
         np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), codes)
         assert_audio_close(np.concatenate([c.pcm for c in chunks]), pcm)
+        assert [c.frame_offset for c in chunks] == list(np.cumsum([0] + [len(c.codes) for c in chunks[:-1]]))
+        assert [c.final for c in chunks] == [False] * (len(chunks) - 1) + [True]
     deadline = time.time() + 5
     while engine.num_active and time.time() < deadline:
         time.sleep(0.01)
@@ -61,7 +70,7 @@ def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine):
 
 
 @pytest.mark.parametrize("schedule", [(1,), (1, 2, 4, 8), (3, 7, 5), (16,)])
-def test_any_chunk_schedule_gives_the_same_audio(engine, schedule):
+def test_any_chunk_schedule_gives_the_same_audio(engine, schedule, read_later_from):
     base = SynthesisRequest(text=TEXTS[0], voice="vivian", sampling=SamplingParams.greedy(), max_frames=33,
                             ignore_eos=True)
     codes, pcm, _ = run(engine, base)

@@ -1,0 +1,58 @@
+"""Frames on their way to the listeners: device-to-host copies in flight, each stream's pending frames, and
+chunks sent by size or by the listener's deadline.
+
+A large batch's audio is read one step later: the host then does its per-stream work while the GPU runs the
+next step, instead of waiting for this step's codec. A small batch is read at once (time to first audio)."""
+import itertools
+import time
+from collections import deque
+
+import numpy as np
+
+from .request import AudioChunk
+
+SAMPLES_PER_FRAME = 1920
+
+
+class AudioOut:
+    def __init__(self, scheduler, read_later_from: int = 64):
+        self.scheduler, self.read_later_from = scheduler, read_later_from
+        self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
+        self.hold = False                      # the copy added this step is read next step
+
+    def add(self, streams: list, kept: list[bool], copy) -> None:
+        for s in itertools.compress(streams, kept):
+            s.unread += 1
+        self.in_flight.append((streams, kept, copy))
+        self.hold = len(streams) >= self.read_later_from
+
+    def flush(self, margin_s: float) -> None:
+        """Reads the copies that are due into their streams, then sends every chunk that is due."""
+        keep, self.hold = int(self.hold), False
+        while len(self.in_flight) > keep:
+            streams, kept, copy = self.in_flight.popleft()
+            codes, pcm = copy.wait()
+            for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
+                s.unread -= 1
+                s.pending.append((row, audio))
+        self._send(margin_s)
+
+    def _send(self, margin_s: float) -> None:
+        now = time.perf_counter()
+        for s in list(self.scheduler.running):
+            if not s.should_send(now, margin_s):
+                continue
+            n = min(len(s.pending), s.chunk_size())
+            frames, s.pending = s.pending[:n], s.pending[n:]
+            final = bool(s.finish_reason) and not s.pending and not s.unread
+            start = s.frames - s.unread - len(s.pending) - n
+            s.chunks += 1
+            if s.first_sent_at is None:
+                s.first_sent_at = now
+            s.sent_samples += n * SAMPLES_PER_FRAME
+            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
+            audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
+            s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
+                                        s.finish_reason if final else None))
+            if final:
+                self.scheduler.finish(s, s.finish_reason)
