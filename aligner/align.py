@@ -12,7 +12,7 @@ from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
-from .features import HOP, SAMPLE_RATE, log_mel, resample
+from .features import HOP, SAMPLE_RATE, log_mels, resampled_length
 from .model import AlignerModel
 from .text import segment
 
@@ -109,15 +109,12 @@ class Aligner:
         out = [[] for _ in items]
         if not todo:
             return out
-        mels, ids = [], []
-        for i in todo:
-            audio = resample(torch.from_numpy(np.asarray(items[i][0], np.float32)).to(self.device), sample_rate)
-            if len(audio) < HOP:
-                raise ValueError(f"audio of {len(audio)} samples at 16 kHz is too short to align (at least {HOP})")
-            audio = (audio / audio.abs().max().clamp(min=1.0)).clamp(-1.0, 1.0)   # peak-normalized if above 1
-            mels.append(log_mel(audio, self.cfg.audio.num_mel_bins))
-            ids.append(self._input_ids(audio_tokens(len(audio) // HOP), items[i][1]))
-        for i, classes in zip(todo, self.model.classify(mels, ids)):
+        audios = [np.asarray(items[i][0], np.float32).reshape(-1) for i in todo]
+        if (short := min(resampled_length(len(a), sample_rate) for a in audios)) < HOP:
+            raise ValueError(f"audio of {short} samples at 16 kHz is too short to align (at least {HOP})")
+        mel, frames = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)
+        ids = [self._input_ids(audio_tokens(f), items[i][1]) for i, f in zip(todo, frames)]
+        for i, classes in zip(todo, self.model.classify(mel, frames, ids)):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out

@@ -19,7 +19,7 @@ from .packed import additive
 
 CHUNK, SLOTS = 100, 8                  # mel frames per chunk, chunks per attention window
 TOKENS = 13 * SLOTS                    # tokens per window (13 per chunk)
-CONV_SLOTS = 64                        # chunks per conv pass: bounds the front end's activations
+CONV_SLOTS = 32                        # chunks per conv pass: bounds the front end's activations (~0.3 GB)
 
 
 def conv_out_len(n: int) -> int:

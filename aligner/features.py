@@ -1,6 +1,7 @@
 """Whisper log-mel features (WhisperFeatureExtractor as the aligner's processor runs it), in torch on any device:
 16 kHz, n_fft 400, hop 160 (100 frames/s), slaney mel filters to 8 kHz, log10 floored at 1e-10, clamped to
-8 below the maximum, then (x + 4) / 4. No padding, no 30 s truncation, no dither."""
+8 below the maximum, then (x + 4) / 4. No padding, no 30 s truncation, no dither. A batch of audios is one padded
+tensor: a few kernels per batch, not per audio; every value is that of the audio alone."""
 from functools import lru_cache
 from math import gcd
 
@@ -36,30 +37,67 @@ def mel_filters(n_mels: int) -> np.ndarray:
     return np.maximum(0.0, np.minimum(rising, falling)) * (2.0 / (edges[2:] - edges[:-2]))[None, :]
 
 
-def log_mel(audio: torch.Tensor, n_mels: int = 128) -> torch.Tensor:
-    """[samples] float32 (16 kHz) -> [n_mels, samples // 160] float32."""
-    window = torch.hann_window(N_FFT, device=audio.device)
-    spec = torch.stft(audio.float(), N_FFT, HOP, window=window, return_complex=True)
-    power = spec[..., :-1].abs() ** 2
-    filters = torch.from_numpy(mel_filters(n_mels)).to(audio.device, torch.float32)
-    logs = torch.clamp(filters.T @ power, min=1e-10).log10()
-    return (torch.maximum(logs, logs.max() - 8.0) + 4.0) / 4.0
+@lru_cache(maxsize=8)
+def _filters(n_mels: int, device) -> torch.Tensor:
+    return torch.from_numpy(mel_filters(n_mels)).to(device, torch.float32)
+
+
+@lru_cache(maxsize=8)
+def _taps(up: int, down: int, zero_crossings: int, device) -> torch.Tensor:
+    """A zero-phase Kaiser-windowed sinc low-pass at 90% of the lower Nyquist frequency, gain `up`."""
+    span = max(up, down)
+    n = 2 * zero_crossings * span + 1
+    t = torch.arange(n, device=device, dtype=torch.float64) - (n - 1) // 2
+    cutoff = 0.45 / span
+    window = torch.kaiser_window(n, False, 8.6, dtype=torch.float64, device=device)
+    return (2 * cutoff * torch.sinc(2 * cutoff * t) * window * up).float()[None, None]
+
+
+def resampled_length(samples: int, rate: int, target: int = SAMPLE_RATE) -> int:
+    g = gcd(rate, target)
+    return -(-samples * (target // g) // (rate // g))
 
 
 def resample(audio: torch.Tensor, rate: int, target: int = SAMPLE_RATE, zero_crossings: int = 16) -> torch.Tensor:
-    """[samples] at `rate` -> ceil(samples * target / rate) samples at `target`: a zero-phase Kaiser-windowed sinc
-    low-pass at 90% of the lower Nyquist frequency, zeros beyond both ends (on the audio's device)."""
+    """[batch, samples] at `rate` -> [batch, resampled_length(samples)] at `target`, zeros beyond both ends (a
+    row's samples past its own resampled length hold the filter's tail: not its audio)."""
     if rate == target:
         return audio
     g = gcd(rate, target)
     up, down = target // g, rate // g
-    span = max(up, down)
-    n = 2 * zero_crossings * span + 1
-    t = torch.arange(n, device=audio.device, dtype=torch.float64) - (n - 1) // 2
-    cutoff = 0.45 / span
-    taps = 2 * cutoff * torch.sinc(2 * cutoff * t) * torch.kaiser_window(n, False, 8.6, dtype=torch.float64,
-                                                                         device=audio.device) * up
-    stuffed = torch.zeros(len(audio) * up, device=audio.device, dtype=torch.float32)
-    stuffed[::up] = audio
-    out = F.conv1d(stuffed[None, None], taps.float()[None, None], padding=(n - 1) // 2)[0, 0, ::down]
-    return out[:-(-len(audio) * up // down)]
+    taps = _taps(up, down, zero_crossings, audio.device)
+    stuffed = torch.zeros(len(audio), audio.shape[1] * up, device=audio.device, dtype=torch.float32)
+    stuffed[:, ::up] = audio
+    out = F.conv1d(stuffed[:, None], taps, padding=(taps.shape[-1] - 1) // 2)[:, 0, ::down]
+    return out[:, :resampled_length(audio.shape[1], rate, target)]
+
+
+def reflect_index(lengths: list[int], width: int, pad: int) -> np.ndarray:
+    """[batch, width + 2 pad]: the sample each position of a row reflect-padded by `pad` at both ends of its own
+    length reads (as torch.stft's center padding does; past the padded row: sample 0)."""
+    t = np.arange(width + 2 * pad)[None, :] - pad
+    n = np.asarray(lengths)[:, None]
+    index = np.abs(t)
+    index = np.where(index >= n, 2 * (n - 1) - index, index)
+    return np.where(t < n + pad, np.clip(index, 0, n - 1), 0)
+
+
+def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[torch.Tensor, list[int]]:
+    """Mono float32 audios at `rate` -> their log-mel [batch, n_mels, frames] (a row's frames past its own count
+    are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
+    peak-normalized where louder than 1."""
+    lengths = [resampled_length(len(a), rate) for a in audios]
+    batch = np.zeros((len(audios), max(map(len, audios))), np.float32)
+    for row, a in zip(batch, audios):
+        row[:len(a)] = a
+    x = resample(torch.from_numpy(batch).to(device), rate)
+    valid = torch.from_numpy(np.arange(x.shape[1])[None, :] < np.asarray(lengths)[:, None]).to(device)
+    x = x / (x.abs() * valid).amax(1, keepdim=True).clamp(min=1.0)
+    x = x.clamp(-1.0, 1.0).gather(1, torch.from_numpy(reflect_index(lengths, x.shape[1], N_FFT // 2)).to(device))
+    window = torch.hann_window(N_FFT, device=device)
+    power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
+    logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
+    frames = [n // HOP for n in lengths]
+    live = torch.from_numpy(np.arange(logs.shape[-1])[None, :] < np.asarray(frames)[:, None]).to(device)
+    top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
+    return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames

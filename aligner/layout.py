@@ -44,7 +44,7 @@ def fits(frames: list[int], lengths: list[int]) -> bool:
 
 @dataclass
 class Layout:
-    mel_frames: np.ndarray     # [E, SLOTS, CHUNK] column of each chunk frame in the batch's joined mel (-1: zero)
+    mel_frames: np.ndarray     # [E, SLOTS, CHUNK] each chunk frame's column in the batch's mel, flat (-1: zero)
     conv_frames: np.ndarray    # [E, SLOTS] frames the convs see (an audio under 1 s is not padded; empty slot: 0)
     windows: np.ndarray        # [E, TOKENS] each encoder token's window (-1: no token)
     ids: np.ndarray            # [R, width] input ids (0: padding)
@@ -52,37 +52,49 @@ class Layout:
     sequences: np.ndarray      # [R, width] each token's sequence (-1: padding)
     audio_rows: np.ndarray     # [R, width] the encoder token an audio placeholder takes (flat over E x TOKENS)
     is_audio: np.ndarray       # [R, width]
-    stamps: list[np.ndarray]   # per item: its `<timestamp>` tokens, flat over R x width
+    stamps: list[np.ndarray]   # per sequence: its `<timestamp>` tokens, flat over R x width
 
     @classmethod
-    def build(cls, frames: list[int], ids: list[list[int]], audio_token: int, timestamp_token: int) -> "Layout":
-        chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
-        windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]
-        place, rows = first_fit([len(chunks[i][c:c + SLOTS]) for i, c in windows], SLOTS)
-        e = bucket(rows)
-        mel_frames, conv_frames = np.full((e, SLOTS, CHUNK), -1), np.zeros((e, SLOTS), np.int64)
-        token_window, tokens = np.full((e, SLOTS, TOKENS // SLOTS), -1), [[] for _ in frames]
-        starts = np.cumsum([0] + frames[:-1])
-        for w, ((i, c), (row, slot)) in enumerate(zip(windows, place)):
-            for k, n in enumerate(chunks[i][c:c + SLOTS]):
-                mel_frames[row, slot + k, :n] = starts[i] + (c + k) * CHUNK + np.arange(n)
-                conv_frames[row, slot + k] = n if frames[i] < CHUNK else CHUNK
-                token_window[row, slot + k, :chunk_tokens(n)] = w
-                first = (row * SLOTS + slot + k) * (TOKENS // SLOTS)
-                tokens[i] += range(first, first + chunk_tokens(n))
-        lengths = [len(x) for x in ids]
-        width = text_width(max(lengths))
-        place, rows = first_fit(lengths, width)
-        r = bucket(rows)
-        out = dict(ids=np.zeros((r, width), np.int64), positions=np.zeros((r, width), np.int64),
-                   sequences=np.full((r, width), -1), audio_rows=np.zeros((r, width), np.int64))
-        stamps = []
-        for i, (seq, (row, at)) in enumerate(zip(ids, place)):
-            seq = np.asarray(seq)
-            span = slice(at, at + len(seq))
-            out["ids"][row, span], out["positions"][row, span] = seq, np.arange(len(seq))
-            out["sequences"][row, span] = i
-            out["audio_rows"][row, at + np.flatnonzero(seq == audio_token)] = tokens[i]
-            stamps.append(row * width + at + np.flatnonzero(seq == timestamp_token))
-        return cls(mel_frames, conv_frames, token_window.reshape(e, TOKENS), **out,
-                   is_audio=out["ids"] == audio_token, stamps=stamps)
+    def build(cls, frames: list[int], stride: int, ids: list[list[int]], audio_token: int,
+              timestamp_token: int) -> "Layout":
+        """Audio i's mel frames are columns i * stride + [0, frames[i]) of the batch's mel."""
+        encoder, tokens = encoder_rows(frames, stride)
+        text = text_rows(ids, tokens, audio_token, timestamp_token)
+        return cls(*encoder, *text)
+
+
+def encoder_rows(frames: list[int], stride: int):
+    """Each audio's windows packed into rows of SLOTS chunks -> (mel_frames, conv_frames, windows), and each audio's
+    encoder tokens in order (flat over rows x TOKENS)."""
+    chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
+    windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]
+    place, rows = first_fit([len(chunks[i][c:c + SLOTS]) for i, c in windows], SLOTS)
+    e = bucket(rows)
+    mel_frames, conv_frames = np.full((e, SLOTS, CHUNK), -1), np.zeros((e, SLOTS), np.int64)
+    token_window, tokens = np.full((e, SLOTS, TOKENS // SLOTS), -1), [[] for _ in frames]
+    for w, ((i, c), (row, slot)) in enumerate(zip(windows, place)):
+        for k, n in enumerate(chunks[i][c:c + SLOTS]):
+            mel_frames[row, slot + k, :n] = i * stride + (c + k) * CHUNK + np.arange(n)
+            conv_frames[row, slot + k] = n if frames[i] < CHUNK else CHUNK
+            token_window[row, slot + k, :chunk_tokens(n)] = w
+            first = (row * SLOTS + slot + k) * (TOKENS // SLOTS)
+            tokens[i] += range(first, first + chunk_tokens(n))
+    return (mel_frames, conv_frames, token_window.reshape(e, TOKENS)), tokens
+
+
+def text_rows(ids: list[list[int]], tokens: list[list[int]], audio_token: int, timestamp_token: int):
+    """Sequences packed into rows of `width` -> (ids, positions, sequences, audio_rows, is_audio, stamps)."""
+    lengths = [len(x) for x in ids]
+    width = text_width(max(lengths))
+    place, rows = first_fit(lengths, width)
+    r = bucket(rows)
+    out = np.zeros((r, width), np.int64), np.zeros((r, width), np.int64), np.full((r, width), -1), \
+        np.zeros((r, width), np.int64)
+    stamps = []
+    for i, (seq, (row, at)) in enumerate(zip(ids, place)):
+        seq = np.asarray(seq)
+        for array, values in zip(out, (seq, np.arange(len(seq)), i)):
+            array[row, at:at + len(seq)] = values
+        out[3][row, at + np.flatnonzero(seq == audio_token)] = tokens[i]
+        stamps.append(row * width + at + np.flatnonzero(seq == timestamp_token))
+    return *out, out[0] == audio_token, stamps

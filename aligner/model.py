@@ -5,6 +5,7 @@ so its safetensors load with no conversion. One non-autoregressive forward per b
 stages of static shapes (aligner/layout.py): the encoder over its rows, the text model over its rows; on CUDA each
 stage is a CUDA graph per bucket, captured at start-up."""
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from engine.config import LMConfig
@@ -70,22 +71,22 @@ class AlignerModel(nn.Module):
                                     longs(r, w).bool(), audio)
 
     @torch.inference_mode()
-    def classify(self, mels: list[torch.Tensor], ids: list[list[int]]) -> list[list[int]]:
-        """Per sequence: its log-mel [mels, frames] and input ids (the audio placeholder expanded to the audio's
-        token count) -> the argmax class at each `<timestamp>` position. A batch beyond the largest graphs is split
-        into several forwards."""
-        frames, lengths, out, start = [m.shape[1] for m in mels], [len(x) for x in ids], [], 0
+    def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
+        """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
+        placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position. A batch
+        beyond the largest graphs is split into several forwards."""
+        lengths, out, start = [len(x) for x in ids], [], 0
         for end in range(1, len(ids) + 1):
             if end == len(ids) or not fits(frames[start:end + 1], lengths[start:end + 1]):
-                out += self._classify(mels[start:end], ids[start:end])
+                out += self._classify(mel[start:end], frames[start:end], ids[start:end])
                 start = end
         return out
 
-    def _classify(self, mels: list[torch.Tensor], ids: list[list[int]]) -> list[list[int]]:
-        lay = Layout.build([m.shape[1] for m in mels], ids, self.cfg.audio_token, self.cfg.timestamp_token)
+    def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
+        lay = Layout.build(frames, mel.shape[-1], ids, self.cfg.audio_token, self.cfg.timestamp_token)
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         t = lambda a: torch.from_numpy(a).to(device)
-        joined = torch.cat(mels + [mels[0][:, :1] * 0], dim=1)          # column -1: the zero frame of empty slots
+        joined = F.pad(mel.transpose(0, 1).flatten(1), (0, 1))            # column -1: the zero frame of empty slots
         mel = joined[:, t(lay.mel_frames)].permute(1, 2, 0, 3).to(dtype)
         audio = self.encode(len(mel), mel, t(lay.conv_frames), t(lay.windows))
         classes = self.decode(lay.ids.shape, t(lay.ids), t(lay.positions), t(lay.sequences), t(lay.audio_rows),

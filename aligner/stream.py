@@ -56,7 +56,7 @@ class _Utterance:
 
 
 class WordStream:
-    def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 4.0,
+    def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 6.0,
                  step: float = 0.24, min_audio: float = 0.5):
         self.language, self.margin, self.lookahead = language, margin, lookahead
         self.batch, self.step, self.min_audio = int(batch * RATE), int(step * RATE), int(min_audio * RATE)

@@ -9,7 +9,10 @@
    arbitrary, so by default the stand-in times of a speaker who says the text evenly over the stream's audio
    (the model still runs every job, for the cost); `--times model` keeps the model's times (real checkpoints).
 
-python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--json out.json]"""
+The engine loads first (as in the gateway), so the aligner captures its CUDA graphs with the engine's compiled layer
+kernels and cuDNN settings; `--eager` runs the aligner without graphs, for comparison.
+
+python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--eager] [--json out.json]"""
 import argparse
 import asyncio
 import json
@@ -51,6 +54,22 @@ def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int
             print(f"cost  window {seconds:4.1f} s  batch {b:3d}  {ms:8.1f} ms  {ms / (b * seconds):7.2f} ms per "
                   f"audio-s", flush=True)
     return rows
+
+
+def graphs_match_eager(aligner: Aligner) -> bool:
+    """The captured graphs give the eager forward's timestamps on a mixed batch."""
+    rng = np.random.default_rng(1)
+    items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), list(rng.choice(WORDS, n)))
+             for s, n in [(0.5, 2), (2.3, 6), (4.0, 9), (9.7, 20), (17.2, 40), (3.3, 12)]]
+    graphed = aligner.align_units(items, 24000)
+    stages = (aligner.model.encode, aligner.model.decode)
+    kept = [stage.graphs for stage in stages]
+    for stage in stages:
+        stage.graphs = {}
+    eager = aligner.align_units(items, 24000)
+    for stage, graphs in zip(stages, kept):
+        stage.graphs = graphs
+    return graphed == eager
 
 
 def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
@@ -153,16 +172,23 @@ def main():
     p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
     p.add_argument("--max-batch", type=int, default=64, help="alignment jobs per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
+    p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
     p.add_argument("--device")
     p.add_argument("--json")
     args = p.parse_args()
     times = args.times or ("model" if args.model else "stand-in")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.device != "cpu" else "cpu"
-    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device)
-    print(f"aligner {aligner.name} on {device}", flush=True)
-    results = dict(device=device, aligner=aligner.name, cost=cost(aligner, args.batches, args.windows), levels=[])
     engine = Engine.load(model=args.tts_model, dummy=None if args.tts_model else args.tts_dummy,
                          device=args.device, max_seqs=max(args.concurrency), kv_tokens_per_seq=1024).start()
+    t0 = time.perf_counter()
+    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, graphs=False if args.eager else None)
+    graphs = len(aligner.model.encode.graphs) + len(aligner.model.decode.graphs)
+    results = dict(device=device, aligner=aligner.name, graphs=graphs, load_s=time.perf_counter() - t0)
+    print(f"aligner {aligner.name} on {device}: {graphs} CUDA graphs, loaded in {results['load_s']:.1f} s", flush=True)
+    if graphs:
+        results["graphs_match_eager"] = graphs_match_eager(aligner)
+        print(f"graphs give the eager forward's timestamps: {results['graphs_match_eager']}", flush=True)
+    results.update(cost=cost(aligner, args.batches, args.windows), levels=[])
     service = AlignmentService(aligner, max_batch=args.max_batch).start()
     asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times))     # warm-up
     for c in args.concurrency:

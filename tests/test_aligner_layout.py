@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from aligner import Aligner
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
-from aligner.features import log_mel
+from aligner.features import log_mels
 from aligner import model as aligner_model
 from aligner.layout import ROWS, WIDTHS, Layout, bucket, fits
 from aligner.text import segment
@@ -74,28 +74,27 @@ def test_row_buckets_pad_at_most_a_quarter():
 def test_bucketed_forward_equals_plain_single_items(aligner):
     """A mixed batch: audio under 1 s, tail chunks, several windows, short and long texts, in one padded forward."""
     rng = np.random.default_rng(1)
-    text = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
-    mels, ids = [], []
-    for seconds, words in [(0.5, 2), (0.37, 1), (2.3, 6), (4.0, 9), (9.7, 15), (17.2, 15), (1.0, 3), (3.31, 12)]:
-        audio = torch.from_numpy((0.1 * rng.standard_normal(int(seconds * 16000))).astype(np.float32))
-        mels.append(log_mel(audio))
-        units = [u.text for u in segment(text, "english")][:words]
-        ids.append(aligner._input_ids(audio_tokens(mels[-1].shape[1]), units))
-    lay = Layout.build([m.shape[1] for m in mels], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
+    units = [u.text for u in segment("one two three four five six seven eight nine ten eleven twelve thirteen "
+                                     "fourteen fifteen", "english")]
+    cases = [(0.5, 2), (0.37, 1), (2.3, 6), (4.0, 9), (9.7, 15), (17.2, 15), (1.0, 3), (3.31, 12)]
+    mel, frames = log_mels([(0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32) for s, _ in cases],
+                           24000, aligner.cfg.audio.num_mel_bins, "cpu")
+    ids = [aligner._input_ids(audio_tokens(f), units[:n]) for f, (_, n) in zip(frames, cases)]
+    lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
     assert lay.ids.shape[0] > 1 and (lay.sequences == -1).any() and (lay.windows == -1).any()   # padded rows
-    got = aligner.model.classify(mels, ids)
-    expected = [plain_classes(aligner.model, m, x) for m, x in zip(mels, ids)]
+    got = aligner.model.classify(mel, frames, ids)
+    expected = [plain_classes(aligner.model, m[:, :f], x) for m, f, x in zip(mel, frames, ids)]
     assert got == expected
     assert len({c for classes in expected for c in classes}) > 5                # the classes vary
 
 
 def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
-    mels = [log_mel(torch.zeros(16000 * 3)) for _ in range(5)]
-    ids = [aligner._input_ids(audio_tokens(m.shape[1]), ["a", "b"]) for m in mels]
-    whole = aligner.model.classify(mels, ids)
+    mel, frames = log_mels([np.zeros(16000 * 3, np.float32)] * 5, 16000, aligner.cfg.audio.num_mel_bins, "cpu")
+    ids = [aligner._input_ids(audio_tokens(f), ["a", "b"]) for f in frames]
+    whole = aligner.model.classify(mel, frames, ids)
     sizes = []
     monkeypatch.setattr(aligner_model, "fits", lambda frames, lengths: len(frames) <= 2 and fits(frames, lengths))
     original = type(aligner.model)._classify
     monkeypatch.setattr(type(aligner.model), "_classify",
-                        lambda self, m, i: sizes.append(len(i)) or original(self, m, i))
-    assert aligner.model.classify(mels, ids) == whole and sizes == [2, 2, 1]
+                        lambda self, m, f, i: sizes.append(len(i)) or original(self, m, f, i))
+    assert aligner.model.classify(mel, frames, ids) == whole and sizes == [2, 2, 1]
