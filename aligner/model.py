@@ -84,12 +84,17 @@ class AlignerModel(nn.Module):
 
     def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         lay = Layout.build(frames, mel.shape[-1], ids, self.cfg.audio_token, self.cfg.timestamp_token)
+        encoder, text = self.inputs(lay, mel)
+        audio = self.encode(len(lay.windows), *encoder)
+        classes = self.decode(lay.ids.shape, *text, audio).flatten().cpu().numpy()
+        return [classes[s].tolist() for s in lay.stamps]
+
+    def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the
+        text model's (all but the encoder's tokens)."""
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         t = lambda a: torch.from_numpy(a).to(device)
         joined = F.pad(mel.transpose(0, 1).flatten(1), (0, 1))            # column -1: the zero frame of empty slots
-        mel = joined[:, t(lay.mel_frames)].permute(1, 2, 0, 3).to(dtype)
-        audio = self.encode(len(mel), mel, t(lay.conv_frames), t(lay.windows))
-        classes = self.decode(lay.ids.shape, t(lay.ids), t(lay.positions), t(lay.sequences), t(lay.audio_rows),
-                              t(lay.is_audio), audio)
-        classes = classes.flatten().cpu().numpy()
-        return [classes[s].tolist() for s in lay.stamps]
+        chunks = joined[:, t(lay.mel_frames)].permute(1, 2, 0, 3).to(dtype)
+        return [chunks, t(lay.conv_frames), t(lay.windows)], \
+            [t(a) for a in (lay.ids, lay.positions, lay.sequences, lay.audio_rows, lay.is_audio)]

@@ -98,3 +98,15 @@ def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
     monkeypatch.setattr(type(aligner.model), "_classify",
                         lambda self, m, f, i: sizes.append(len(i)) or original(self, m, f, i))
     assert aligner.model.classify(mel, frames, ids) == whole and sizes == [2, 2, 1]
+
+
+def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
+    """A text graph's audio buffer has room for the largest encoder bucket; past a batch's rows it holds stale values."""
+    mel, frames = log_mels([np.ones(24000 * 2, np.float32) * 0.1], 24000, aligner.cfg.audio.num_mel_bins, "cpu")
+    ids = [aligner._input_ids(audio_tokens(frames[0]), ["a", "b", "c"])]
+    lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
+    model = aligner.model
+    encoder, text = model.inputs(lay, mel)
+    audio = model.encode(None, *encoder)
+    stale = torch.cat([audio, torch.randn(ROWS[-1] - len(audio), *audio.shape[1:]) * 1e3])
+    assert torch.equal(model.decode(None, *text, audio), model.decode(None, *text, stale))
