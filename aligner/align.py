@@ -91,7 +91,7 @@ class Aligner:
         tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         net = net.to(device, dtype).eval()
         net.pack()
-        if graphs if graphs is not None else net.thinker.lm_head.weight.is_cuda:
+        if device.type == "cuda" if graphs is None else graphs:
             net.capture()
         return cls(net, tokenizer, name)
 

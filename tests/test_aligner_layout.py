@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aligner import Aligner
+from aligner import Aligner, graphs, layout
+from aligner import model as aligner_model
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels
-from aligner import model as aligner_model
 from aligner.layout import ROWS, WIDTHS, Layout, bucket, fits
 from aligner.text import segment
 
@@ -110,3 +110,33 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
     audio = model.encode(None, *encoder)
     stale = torch.cat([audio, torch.randn(ROWS[-1] - len(audio), *audio.shape[1:]) * 1e3])
     assert torch.equal(model.decode(None, *text, audio), model.decode(None, *text, stale))
+
+
+def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeypatch):
+    """CUDA graphs stood in for on the CPU (a 'replay' runs the function on the captured buffers and writes the
+    static output): every key's buffers take the inputs of a batch that lands on it, and give the eager classes."""
+    replays = []
+
+    def capture(self, key, *buffers):
+        out = self.fn(*buffers)
+        replay = type("Replay", (), {"replay": lambda _: replays.append(key) or out.copy_(self.fn(*buffers))})()
+        self.graphs[key] = (replay, buffers, out)
+
+    for module in (layout, aligner_model):
+        monkeypatch.setattr(module, "ROWS", [1, 2, 4])
+    monkeypatch.setattr(aligner_model, "WIDTHS", [256])
+    monkeypatch.setattr(aligner_model, "TEXT_TOKENS", 1024)
+    monkeypatch.setattr(graphs.ShapeGraphs, "capture", capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
+    model, rng = aligner.model, np.random.default_rng(2)
+    for stage in (model.encode, model.decode):
+        monkeypatch.setattr(stage, "graphs", {})
+    eager = [aligner.align_units([((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"])
+                                  for s in seconds], 24000) for seconds in ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)]
+    model.capture()
+    assert set(model.encode.graphs) == {1, 2, 4} and set(model.decode.graphs) == {(1, 256), (2, 256), (4, 256)}
+    rng = np.random.default_rng(2)
+    for expected, seconds in zip(eager, ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)):
+        items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"]) for s in seconds]
+        assert aligner.align_units(items, 24000) == expected
+    assert replays == [1, (1, 256), 2, (1, 256)] + [1, (1, 256)] * 2      # 5 windows > 4 rows: split in two
