@@ -3,6 +3,7 @@
 Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
 handles that receive AudioChunks; they never touch tensors."""
 import dataclasses
+import gc
 import itertools
 import queue
 import secrets
@@ -37,6 +38,8 @@ class Engine:
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs)
         if self.runner.predict_stage.use_graphs:
             self.runner.capture_all()
+        gc.collect()
+        gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, self.runner.kv)
         self.voices = VoiceCache(model)
         self.validator = Validator(model, self.voices, max_text_chars)

@@ -47,6 +47,7 @@ class ModelRunner:
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, self.predict_stage.pool)
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
+        self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, self.predict_stage.pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs,
                                           self.predict_stage.pool)
 
@@ -58,12 +59,13 @@ class ModelRunner:
         """Capture every stage for every batch bucket up front, so no stream pays for a capture."""
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
+        rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
         for bucket in self.predict_stage.buckets:
             for greedy in (False, True):
                 self.predict_stage.capture(greedy, bucket, [i64()])
                 self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag])
+                self.first_stage.capture(greedy, bucket, [i64(), rows])
             self.decode_stage.capture(None, bucket, [i64(), i64(16)])
-        rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
         for bucket in self.prefill_stage.buckets:
             self.prefill_stage.capture(None, bucket, [rows, i64(), i64()])
 
@@ -119,6 +121,10 @@ class ModelRunner:
         x = self.frame_embed[slots] + self.talker.embed_text(text_ids)
         return self._sample_c0(slots, self.talker(x, positions, self.kv), allow_eos, all_greedy)
 
+    def _first_core(self, all_greedy, slots, hidden):
+        """A new stream's first codebook-0 id, from its prompt's last hidden state (EOS never comes first)."""
+        return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), all_greedy)
+
     def _prefill_core(self, _, rows, stream_slots, positions):
         self.kv.locate(stream_slots, positions)
         return self.talker(rows, positions, self.kv)
@@ -139,8 +145,7 @@ class ModelRunner:
             group.append((s, p))
             tokens += p.rows.shape[0]
         last.append(self._prefill_group(group))
-        allow = torch.zeros(len(seqs), dtype=torch.bool, device=self.device)       # EOS never comes first
-        self._sample_c0(self._tensor([s.slot for s in seqs]), torch.cat(last), allow, self._all_greedy(seqs))
+        self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), torch.cat(last))
 
     def _prefill_group(self, group) -> torch.Tensor:
         seqs = [s for s, _ in group]
