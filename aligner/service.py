@@ -1,12 +1,10 @@
-"""The alignment worker: one thread owns the aligner (on the engine's device, in its own CUDA stream) and runs the
+"""The alignment worker: one thread owns the aligner (on the engine's device and CUDA stream) and runs the
 jobs of every context in batches. Callers never wait on it: submit() returns a Future at once, and a full queue
 or a failed batch fails the Future (the caller then goes on without word timestamps)."""
 import queue
 import threading
 import time
 from concurrent.futures import Future
-
-import torch
 
 from .stream import RATE
 
@@ -43,11 +41,10 @@ class AlignmentService:
             self.thread.join(timeout=10)
 
     def _run(self) -> None:
-        device = getattr(self.aligner, "device", torch.device("cpu"))
-        stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        with torch.cuda.stream(stream):               # None (CPU): no-op
-            while (batch := self._next_batch()) is not None:
-                self._align(batch)
+        # The engine's stream, not a side stream: on an H100, the aligner's graphs replayed on a side stream beside
+        # the engine's hung both (GPU busy, neither finishing; 64 contexts); on one stream their work interleaves.
+        while (batch := self._next_batch()) is not None:
+            self._align(batch)
 
     def _next_batch(self) -> list | None:
         first = self.jobs.get()
