@@ -2,7 +2,7 @@
 caller lays its inputs out at the key's shapes, aligner/layout.py). A key without a graph (the CPU, or a batch
 beyond the largest) runs the very same function eagerly. Graphs are captured up front, never while serving: a
 capture must not overlap the engine's work on the device."""
-import torch
+from engine.graphs import capture_graph
 
 
 class ShapeGraphs:
@@ -22,12 +22,5 @@ class ShapeGraphs:
     def capture(self, key, *buffers) -> None:
         """A graph for `key` reading its inputs from `buffers` (the caller may share one among keys), after one run
         outside it (cuDNN picks its algorithms then)."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self.fn(*buffers)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            out = self.fn(*buffers)
+        graph, out = capture_graph(self.fn, buffers, self.pool)
         self.graphs[key] = (graph, buffers, out)

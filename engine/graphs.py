@@ -3,7 +3,24 @@ inputs copied into static buffers. Rows past the real batch are padding (scratch
 
 With graphs off (CPU, or `use_graphs=False`) the same padded call runs eagerly, so both paths execute the
 same kernels on the same shapes and give the same results."""
+import functools
+
 import torch
+
+
+def capture_graph(fn, inputs: list, pool=None, warmups: int = 1):
+    """A CUDA graph of fn(*inputs) and its output, after warm-up runs on a side stream (lazy initialisation and
+    cuDNN's algorithm choice happen there, outside the graph)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            fn(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn(*inputs)
+    return graph, out
 
 
 def buckets_up_to(n: int) -> list[int]:
@@ -50,14 +67,6 @@ class StagedGraphs:
     def capture(self, variant, bucket: int, like) -> None:
         """Capture on padding only (the scratch slot), so live streams' state is untouched."""
         static_in = self._pad([x[:0] for x in like], bucket)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self.fn(variant, *static_in)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            static_out = self.fn(variant, *static_in)
+        graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool, warmups=2)
         self.pool = graph.pool()
         self.graphs[(bucket, variant)] = (graph, static_in, static_out)
