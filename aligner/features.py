@@ -72,14 +72,25 @@ def resample(audio: torch.Tensor, rate: int, target: int = SAMPLE_RATE, zero_cro
     return out[:, :resampled_length(audio.shape[1], rate, target)]
 
 
-def reflect_index(lengths: list[int], width: int, pad: int) -> np.ndarray:
+def reflect_index(lengths: torch.Tensor, width: int, pad: int) -> torch.Tensor:
     """[batch, width + 2 pad]: the sample each position of a row reflect-padded by `pad` at both ends of its own
     length reads (as torch.stft's center padding does; past the padded row: sample 0)."""
-    t = np.arange(width + 2 * pad)[None, :] - pad
-    n = np.asarray(lengths)[:, None]
-    index = np.abs(t)
-    index = np.where(index >= n, 2 * (n - 1) - index, index)
-    return np.where(t < n + pad, np.clip(index, 0, n - 1), 0)
+    t = torch.arange(width + 2 * pad, device=lengths.device)[None, :] - pad
+    n = lengths[:, None]
+    index = t.abs()
+    index = torch.where(index >= n, 2 * (n - 1) - index, index)
+    return torch.where(t < n + pad, torch.minimum(index.clamp(min=0), n - 1), 0)
+
+
+def padded(audios: list[np.ndarray], device) -> torch.Tensor:
+    """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio, the rows laid out
+    there (no batch-sized arrays built on the host)."""
+    sizes = [len(a) for a in audios]
+    flat = torch.from_numpy(np.concatenate(audios + [np.zeros(1, np.float32)])).to(device)
+    starts = torch.tensor(np.cumsum([0] + sizes[:-1]), device=device)
+    t = torch.arange(max(sizes), device=device)[None, :]
+    inside = t < torch.tensor(sizes, device=device)[:, None]
+    return flat[torch.where(inside, starts[:, None] + t, len(flat) - 1)]
 
 
 def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[torch.Tensor, list[int]]:
@@ -87,17 +98,15 @@ def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[
     are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
     peak-normalized where louder than 1."""
     lengths = [resampled_length(len(a), rate) for a in audios]
-    batch = np.zeros((len(audios), max(map(len, audios))), np.float32)
-    for row, a in zip(batch, audios):
-        row[:len(a)] = a
-    x = resample(torch.from_numpy(batch).to(device), rate)
-    valid = torch.from_numpy(np.arange(x.shape[1])[None, :] < np.asarray(lengths)[:, None]).to(device)
+    n = torch.tensor(lengths, device=device)
+    x = resample(padded(audios, device), rate)
+    valid = torch.arange(x.shape[1], device=device)[None, :] < n[:, None]
     x = x / (x.abs() * valid).amax(1, keepdim=True).clamp(min=1.0)
-    x = x.clamp(-1.0, 1.0).gather(1, torch.from_numpy(reflect_index(lengths, x.shape[1], N_FFT // 2)).to(device))
+    x = x.clamp(-1.0, 1.0).gather(1, reflect_index(n, x.shape[1], N_FFT // 2))
     window = torch.hann_window(N_FFT, device=device)
     power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
     logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
     frames = [n // HOP for n in lengths]
-    live = torch.from_numpy(np.arange(logs.shape[-1])[None, :] < np.asarray(frames)[:, None]).to(device)
+    live = torch.arange(logs.shape[-1], device=device)[None, :] < torch.tensor(frames, device=device)[:, None]
     top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
     return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames

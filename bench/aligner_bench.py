@@ -171,6 +171,7 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
     p.add_argument("--max-batch", type=int, default=64, help="alignment jobs per forward")
+    p.add_argument("--max-batch-seconds", type=float, default=48.0, help="audio per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
     p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
     p.add_argument("--device")
@@ -189,7 +190,7 @@ def main():
         results["graphs_match_eager"] = graphs_match_eager(aligner)
         print(f"graphs give the eager forward's timestamps: {results['graphs_match_eager']}", flush=True)
     results.update(cost=cost(aligner, args.batches, args.windows), levels=[])
-    service = AlignmentService(aligner, max_batch=args.max_batch).start()
+    service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds).start()
     asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times))     # warm-up
     for c in args.concurrency:
         items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)

@@ -39,12 +39,48 @@ def stage_calls(r, b: int, context: int) -> dict:
                 decode=lambda: r.decode_stage(None, slots, codes))
 
 
+def eager_calls(r, b: int, context: int) -> dict:
+    """The same stages run without their graphs (the compiled ops still on): what the profiler can see."""
+    graphed = stage_calls(r, b, context)
+    stages = (r.predict_stage, r.talk_stage, r.decode_stage)
+
+    def eager(name):
+        def call():
+            kept = [st.use_graphs for st in stages]
+            for st in stages:
+                st.use_graphs = False
+            try:
+                graphed[name]()
+            finally:
+                for st, k in zip(stages, kept):
+                    st.use_graphs = k
+        return call
+    return {name: eager(name) for name in graphed}
+
+
+def kernel_table(name: str, fn, top: int = 12) -> None:
+    """Kernels one call of a stage launches: count, their summed GPU time, and the costliest by name."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    rows = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.count]
+    kernels = sum(e.count for e in rows)
+    total_ms = sum(e.self_device_time_total for e in rows) / 1000
+    print(f"{name}: {kernels} kernels, {total_ms:.2f} ms of kernel time")
+    for e in sorted(rows, key=lambda e: -e.self_device_time_total)[:top]:
+        print(f"   {e.count:5d} x {e.self_device_time_total / 1000 / e.count * 1000:7.1f} us  {e.key[:90]}")
+
+
 @torch.inference_mode()
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dummy", default="1.7B-CustomVoice")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
+    p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
     args = p.parse_args()
     max_b = max(args.batches)
     engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
@@ -55,6 +91,9 @@ def main():
         t_pred, t_talk, t_dec = (gpu_ms(calls[k]) for k in ("predict", "talk", "decode"))
         total = t_pred + t_talk + t_dec
         print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
+    for b in args.kernels:
+        for name, fn in eager_calls(engine.runner, b, args.context).items():
+            kernel_table(f"batch {b} {name}", fn)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,17 @@ class Rotary:
         freqs = torch.arange(max_positions, device=device).float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         self.cos, self.sin = emb.cos(), emb.sin()
+        self.cast: dict = {}
+
+    def table(self, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tables in `dtype` on `device` (made once: a lookup is then one gather, a range a view)."""
+        if (dtype, device) not in self.cast:
+            self.cast[dtype, device] = self.cos.to(device, dtype), self.sin.to(device, dtype)
+        return self.cast[dtype, device]
 
     def __call__(self, positions: torch.Tensor, dtype: torch.dtype):
-        if self.cos.device != positions.device:
-            self.cos, self.sin = self.cos.to(positions.device), self.sin.to(positions.device)
-        return self.cos[positions].to(dtype), self.sin[positions].to(dtype)
+        cos, sin = self.table(dtype, positions.device)
+        return cos[positions], sin[positions]
 
 
 class Attention(nn.Module):

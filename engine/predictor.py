@@ -58,8 +58,9 @@ class CodePredictor(nn.Module):
         """x: [B, n, H_talker] new positions -> last position's hidden [B, H_pred]."""
         b, n, _ = x.shape
         kv.start, kv.len = kv.len, kv.len + n
-        positions = torch.arange(kv.start, kv.len, device=x.device).repeat(b)
-        cos, sin = self.rotary(positions, x.dtype)
+        cos, sin = (t[kv.start:kv.len] for t in self.rotary.table(x.dtype, x.device))   # every row's positions
+        if n > 1:
+            cos, sin = cos.repeat(b, 1), sin.repeat(b, 1)
         h = self.model(self.small_to_mtp_projection(x).reshape(b * n, -1), cos, sin, kv)
         return h.view(b, n, -1)[:, -1]
 

@@ -43,13 +43,12 @@ class ModelRunner:
         self.codec.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
-        s = self.scratch
-        self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs)
-        self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, self.predict_stage.pool)
-        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs)
-        self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, self.predict_stage.pool)
-        self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs,
-                                          self.predict_stage.pool)
+        s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None   # one memory pool for all
+        self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
+        self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs, pool)
+        self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
+        self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
 
     def _tensor(self, values, dtype=torch.int64):
         return torch.tensor(values, dtype=dtype, device=self.device)

@@ -265,3 +265,27 @@ def test_each_second_is_aligned_about_once_and_settles_before_playback(rtf, late
         assert got / seconds < 1.6
         generated, aligned = generated + seconds, aligned + got
     assert aligned / generated < 1.25
+
+
+def test_service_batches_in_order_within_the_audio_bound_and_stops():
+    """Queued jobs go out in order, in forwards of at most `max_batch_seconds` of audio (a forward delays the
+    engine's next step); the job that did not fit leads the next forward; close() stops the worker."""
+    from aligner import AlignmentService
+    from aligner.stream import Job
+    from aligner.text import Unit
+
+    forwards = []
+
+    class Recorder:
+        def align_units(self, items, rate):
+            forwards.append([len(audio) // rate for audio, _ in items])
+            return [[(0.0, float(len(audio) // rate))] * len(units) for audio, units in items]
+
+    service = AlignmentService(Recorder(), max_batch=8, max_batch_seconds=5.0)
+    job = lambda s: Job(np.zeros(s * 24000, np.float32), [Unit("a", 0, 1)], 0.0, False, True)
+    futures = [service.submit(job(s)) for s in (1, 2, 2, 3, 1, 1, 4, 6)]
+    service.start()
+    assert [f.result(5) for f in futures] == [[(0.0, float(s))] for s in (1, 2, 2, 3, 1, 1, 4, 6)]
+    assert forwards == [[1, 2, 2], [3, 1, 1], [4], [6]]      # a job longer than the bound goes alone
+    service.close()
+    assert not service.thread.is_alive()
