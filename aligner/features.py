@@ -9,6 +9,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.transfer import upload
+
 SAMPLE_RATE, N_FFT, HOP = 16000, 400, 160
 
 
@@ -86,10 +88,10 @@ def padded(audios: list[np.ndarray], device) -> torch.Tensor:
     """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio, the rows laid out
     there (no batch-sized arrays built on the host)."""
     sizes = [len(a) for a in audios]
-    flat = torch.from_numpy(np.concatenate(audios + [np.zeros(1, np.float32)])).to(device)
-    starts = torch.tensor(np.cumsum([0] + sizes[:-1]), device=device)
+    flat = upload(np.concatenate(audios + [np.zeros(1, np.float32)]), device=device)
+    starts = upload(np.cumsum([0] + sizes[:-1]), device=device)
     t = torch.arange(max(sizes), device=device)[None, :]
-    inside = t < torch.tensor(sizes, device=device)[:, None]
+    inside = t < upload(sizes, device=device)[:, None]
     return flat[torch.where(inside, starts[:, None] + t, len(flat) - 1)]
 
 
@@ -98,7 +100,7 @@ def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[
     are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
     peak-normalized where louder than 1."""
     lengths = [resampled_length(len(a), rate) for a in audios]
-    n = torch.tensor(lengths, device=device)
+    n = upload(lengths, device=device)
     x = resample(padded(audios, device), rate)
     valid = torch.arange(x.shape[1], device=device)[None, :] < n[:, None]
     x = x / (x.abs() * valid).amax(1, keepdim=True).clamp(min=1.0)
@@ -107,6 +109,6 @@ def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[
     power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
     logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
     frames = [n // HOP for n in lengths]
-    live = torch.arange(logs.shape[-1], device=device)[None, :] < torch.tensor(frames, device=device)[:, None]
+    live = torch.arange(logs.shape[-1], device=device)[None, :] < upload(frames, device=device)[:, None]
     top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
     return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames

@@ -10,6 +10,7 @@ from torch import nn
 
 from engine.config import LMConfig
 from engine.layers import DecoderStack, Rotary
+from engine.transfer import upload
 
 from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
@@ -93,7 +94,7 @@ class AlignerModel(nn.Module):
         """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the
         text model's (all but the encoder's tokens)."""
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
-        t = lambda a: torch.from_numpy(a).to(device)
+        t = lambda a: upload(a, device=device)
         joined = F.pad(mel.transpose(0, 1).flatten(1), (0, 1))            # column -1: the zero frame of empty slots
         chunks = joined[:, t(lay.mel_frames)].permute(1, 2, 0, 3).to(dtype)
         return [chunks, t(lay.conv_frames), t(lay.windows)], \

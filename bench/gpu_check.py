@@ -28,6 +28,28 @@ def check_kernel() -> None:
         assert err < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
+def check_snake() -> None:
+    """The Triton SnakeBeta against fused.py's torch math (float32): plain, with a bias, behind a history, and on a
+    time-strided input (a transposed conv's trimmed output)."""
+    from engine import fused
+    from engine.codec import snake
+    torch.manual_seed(0)
+    worst = 0.0
+    for b, t, c, ctx in ((1, 4, 1536, 6), (7, 640, 192, 54), (33, 1920, 96, 18), (5, 160, 384, 0)):
+        alpha, beta, bias = (0.3 * torch.randn(c, device="cuda") for _ in range(3))
+        history = torch.randn(b, ctx, c, device="cuda")
+        wide = torch.randn(b, t + 3, c, device="cuda")
+        for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):
+            pairs = [(snake.snake(x, alpha, beta), fused.snake(x, alpha, beta)),
+                     (snake.snake(x, alpha, beta, bias), fused.snake(x, alpha, beta, bias)),
+                     (snake.snake_after(history, x, alpha, beta), fused.snake_after(history, x, alpha, beta))]
+            for got, want in pairs:
+                assert got.shape == want.shape
+                worst = max(worst, (got - want).abs().max().item())
+    print(f"snake kernel float32: max abs difference {worst:.2e}")
+    assert worst < 1e-5
+
+
 def run(engine, requests):
     handles = [engine.submit(r) for r in requests]
     return [torch.cat([torch.from_numpy(c.codes) for c in h.iter_blocking()]) for h in handles]
@@ -61,5 +83,6 @@ def check_paths(dummy: str, dtype: str) -> None:
 
 if __name__ == "__main__":
     check_kernel()
-    check_paths("1.7B-CustomVoice", "float32")
-    check_paths("1.7B-CustomVoice", "bfloat16")
+    check_snake()
+    for dtype in sys.argv[1:] or ("float32", "bfloat16"):      # e.g. `gpu_check.py float32`
+        check_paths("1.7B-CustomVoice", dtype)

@@ -1,7 +1,8 @@
 """The per-layer math of the Qwen3 decoder layer as free functions of tensors.
 
 Eager on the CPU; on CUDA `enable_compile()` swaps in torch.compile'd versions of the very same functions,
-which fuse each side of attention into a few kernels (norms, RoPE, residuals, SwiGLU). Weights are
+which fuse each side of attention into a few kernels (norms, RoPE, residuals, SwiGLU), or a hand-written kernel
+registered for one (codec/snake.py). Weights are
 arguments, so one compilation serves every layer of the same shape."""
 import torch
 import torch.nn.functional as F
@@ -52,10 +53,15 @@ def snake_after(history, x, alpha, beta):
 _EAGER = dict(rms_norm=rms_norm, attention_inputs=attention_inputs,
               attention_output_and_mlp=attention_output_and_mlp, snake=snake, snake_after=snake_after)
 ops = dict(_EAGER)
+_KERNELS: dict = {}     # hand-written kernels that take the place of a compiled function (CUDA only)
 
 
 def register(name: str, fn) -> None:
     _EAGER[name] = ops[name] = fn
+
+
+def register_kernel(name: str, fn) -> None:
+    _KERNELS[name] = fn
 
 
 def enable_compile(on: bool = True) -> None:
@@ -63,4 +69,4 @@ def enable_compile(on: bool = True) -> None:
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
     for name, fn in _EAGER.items():
-        ops[name] = torch.compile(fn, dynamic=True) if on else fn
+        ops[name] = (_KERNELS.get(name) or torch.compile(fn, dynamic=True)) if on else fn

@@ -10,6 +10,7 @@ import torch
 
 from .config import LMConfig
 from .paged_attention import paged_attention
+from .transfer import upload
 
 
 class PagedKVCache:
@@ -44,7 +45,7 @@ class PagedKVCache:
         for s in seqs:
             s.synced_blocks = len(s.block_table)
         if new:
-            rows, cols, blocks = torch.tensor(new, dtype=torch.int64).to(self.tables.device).unbind(1)
+            rows, cols, blocks = upload(new, device=self.tables.device).unbind(1)
             self.tables[rows, cols] = blocks
 
     def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor) -> None:

@@ -10,6 +10,7 @@ import torch
 
 from .config import TTSConfig
 from .talker import Talker
+from .transfer import upload
 
 
 @dataclass
@@ -42,7 +43,7 @@ class PromptBuilder:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        rows = embed(torch.tensor(ids, device=self._device))
+        rows = embed(upload(ids, device=self._device))
         if len(ids) <= self.CACHED_MAX_IDS:
             self._cache[key] = rows
             if len(self._cache) > self.CACHED_ROWS:
@@ -99,7 +100,7 @@ class PromptBuilder:
 
     def _icl_body(self, voice, feed, closed, pad, eos, codec_bos, non_streaming):
         """Reference transcript + target text over (codec bos + reference frames)."""
-        codes = voice.ref_codes.to(self._device)
+        codes = upload(voice.ref_codes, device=self._device)
         frames = self.talker.embed_frame(codes)                  # [T, H]
         y = torch.cat([codec_bos, frames])                       # T2 rows
         x = self._p(feed)

@@ -12,6 +12,7 @@ from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prompt import Prompt
 from .sampling import SamplingBatch, process_talker_logits, sample
+from .transfer import upload
 
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
 PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
@@ -51,7 +52,7 @@ class ModelRunner:
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
 
     def _tensor(self, values, dtype=torch.int64):
-        return torch.tensor(values, dtype=dtype, device=self.device)
+        return upload(values, dtype, self.device)
 
     @torch.inference_mode()
     def capture_all(self) -> None:
@@ -74,14 +75,14 @@ class ModelRunner:
         """New streams: sampling parameters into their slots, fresh codec state (a clone's reference primed)."""
         slots = self._tensor([s.slot for s in seqs])
         for key, values in zip(self.params, zip(*[self._param_row(s) for s in seqs])):
-            self.params[key][slots] = torch.tensor(values, dtype=self.params[key].dtype).to(self.device)
+            self.params[key][slots] = upload(values, self.params[key].dtype, self.device)
         self.seen[slots] = False
         self.num_c0[slots] = 0
         self.frames[slots] = 0
         self.codec.reset(slots)
         for s in seqs:
             if s.voice.ref_codes is not None:
-                self.codec.prime(s.voice.ref_codes.to(self.device)[None], self._tensor([s.slot]))
+                self.codec.prime(upload(s.voice.ref_codes, device=self.device)[None], self._tensor([s.slot]))
 
     @staticmethod
     def _param_row(s):
@@ -189,22 +190,3 @@ class ModelRunner:
     def decode(self, seqs, codes: torch.Tensor) -> torch.Tensor:
         """One new frame per stream [B, 16] -> float32 PCM [B, 1920] (device)."""
         return self.decode_stage(None, self._tensor([s.slot for s in seqs]), codes)
-
-
-class HostCopy:
-    """Device-to-host copies into pinned memory, started now (behind the work queued so far), awaited later."""
-
-    def __init__(self, *tensors: torch.Tensor):
-        self.event = None
-        if tensors[0].is_cuda:
-            pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
-            for dst, src in zip(pinned, tensors):
-                dst.copy_(src, non_blocking=True)
-            tensors, self.event = pinned, torch.cuda.Event()
-            self.event.record()
-        self.tensors = tensors
-
-    def wait(self) -> list:
-        if self.event is not None:
-            self.event.synchronize()
-        return [t.numpy() for t in self.tensors]

@@ -12,8 +12,8 @@ import torch
 from .audio_out import SAMPLES_PER_FRAME, AudioOut
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
-from .runner import HostCopy
 from .sequence import Sequence, Status
+from .transfer import HostCopy
 
 ROLE = "<|im_start|>assistant\n"
 

@@ -33,8 +33,10 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(Stateful):
-    """Multi-head attention. With a `window`, the keys/values of the last window-1 frames of each stream are cached
-    (after RoPE), so a call with only new frames attends exactly as a full-sequence pass would."""
+    """Multi-head attention. With a `window`, the keys/values (after RoPE) of each stream's last window-1 frames are
+    kept in a ring (frame p at p mod (window-1)): a call with only new frames attends exactly as a full-sequence pass
+    would, and writes only its new frames (the order of keys does not change attention; the mask knows each key's
+    position)."""
 
     def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool = False,
                  window: int | None = None):
@@ -51,16 +53,22 @@ class Attention(Stateful):
             self.add_state("values", (num_kv_heads, self.cached, head_dim))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                slots: torch.Tensor | None) -> torch.Tensor:
-        """x [B, T, hidden]; mask [B, 1, T, cached + T] (cached frames first, oldest first)."""
+                slots: torch.Tensor | None, ring: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, T, hidden]; mask [B, 1, T, cached + T] (the ring's frames first, then the new ones); ring [B, T]:
+        where each new frame goes in the ring."""
         batch, frames, _ = x.shape
         q, k, v = (proj(x).view(batch, frames, -1, self.head_dim).transpose(1, 2)
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         if self.cached:
-            k = torch.cat([self.read_state("keys", slots, k), k], dim=2)
-            v = torch.cat([self.read_state("values", slots, v), v], dim=2)
-            self.write_state("keys", slots, k[:, :, -self.cached:])
-            self.write_state("values", slots, v[:, :, -self.cached:])
+            k, v = (self._remember(name, slots, new, ring) for name, new in (("keys", k), ("values", v)))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.grouped)
         return self.o_proj(out.transpose(1, 2).reshape(batch, frames, -1))
+
+    def _remember(self, name: str, slots: torch.Tensor | None, new: torch.Tensor, ring: torch.Tensor) -> torch.Tensor:
+        """[the slots' ring, new] along time, and the new frames (the last `cached` of them) into the ring."""
+        keys = torch.cat([self.read_state(name, slots, new), new], dim=2)
+        if slots is not None:
+            n = min(new.shape[2], self.cached)
+            getattr(self, name)[slots[:, None], :, ring[:, -n:]] = new[:, :, -n:].transpose(1, 2)
+        return keys
