@@ -1,7 +1,7 @@
 """SnakeBeta as one Triton pass on CUDA: snake(x [+ bias]), or [history, snake(x)] along time for a causal conv.
 
-The compiled version of the same math indexes every element through symbolic sizes (integer division per
-element); here a program takes a tile of rows x channels and divides once per row. fused.py's functions remain
+The compiled version of the same math is bound by the precise sine (billions of them per step at batch 512); here
+the sine is the hardware's approximation after a range reduction, within 1e-6 of it. fused.py's functions remain
 the reference (and the path for CPU tensors and unusual layouts)."""
 import torch
 
@@ -15,6 +15,14 @@ except ImportError:          # CPU-only installs
     triton = None
 
 if triton is not None:
+    @triton.jit
+    def _sin(x):
+        # the hardware's approximate sine (error ~1e-6 on [-pi, pi]) after a two-part reduction by 2 pi: the precise
+        # library sine made the kernel compute-bound
+        k = libdevice.rint(x * 0.15915494309189535)
+        r = x - k * 6.2831854820251465
+        return libdevice.fast_sinf(r + k * 1.7484556000744487e-07)
+
     @triton.jit
     def _snake_kernel(out_ptr, x_ptr, hist_ptr, alpha_ptr, beta_ptr, bias_ptr, rows, frames, context, channels,
                       x_batch_stride, x_time_stride, HAS_BIAS: tl.constexpr, ROWS: tl.constexpr,
@@ -31,7 +39,7 @@ if triton is not None:
             x += tl.load(bias_ptr + c, mask=live_c, other=0.0).to(tl.float32)[None, :]
         alpha = tl.exp(tl.load(alpha_ptr + c, mask=live_c, other=0.0).to(tl.float32))
         inv_beta = 1.0 / (tl.exp(tl.load(beta_ptr + c, mask=live_c, other=0.0).to(tl.float32)) + 1e-9)
-        s = libdevice.sin(x * alpha[None, :])
+        s = _sin(x * alpha[None, :])
         y = x + s * s * inv_beta[None, :]
         h = tl.load(hist_ptr + (b * context + t)[:, None] * channels + c[None, :],
                     mask=old[:, None] & live_c[None, :], other=0.0).to(tl.float32)
