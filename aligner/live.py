@@ -38,12 +38,14 @@ class LiveWords:
 
     def add_audio(self, pcm: np.ndarray, final: bool) -> None:
         """A chunk of the speaking utterance (24 kHz); `final`: its last one (an utterance without audio: empty)."""
-        if self.first_audio is None and len(pcm):
+        first = self.first_audio is None and len(pcm)
+        if first:
             self.first_audio = time.monotonic()
         self.stream.add_audio(pcm)
         if final:
             self.stream.end_audio()
-        self.changed.set()
+        if first or final or self.stream.ready(self._played()):   # not at every chunk: hundreds of streams
+            self.changed.set()
 
     async def settled(self) -> None:
         """Until every word of the utterances whose audio is complete is settled, or alignment ended."""

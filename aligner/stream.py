@@ -100,15 +100,22 @@ class WordStream:
         """Seconds of playback until the player is within `lookahead` of the settled words (<= 0: it is)."""
         return self.settled_time - self.lookahead - played
 
+    def ready(self, played: float = 0.0) -> bool:
+        """Whether a job is due (cheap: the caller may ask at every chunk)."""
+        u = self.utterances[0]
+        if u.text_end is not None:
+            return True
+        fresh = u.window + u.length - u.aligned
+        return u.length >= self.min_audio and fresh >= max(self.step, u.length - fresh) and \
+            (fresh >= self.batch or self.due_in(played) <= 0)
+
     def job(self, played: float = 0.0) -> Job | None:
         """The next window to align, or None while none is due (see the module's doc); `played`: the player's
         position, seconds from the context's first sample."""
+        if not self.ready(played):
+            return None
         u = self.utterances[0]
         final = u.text_end is not None
-        fresh = u.window + u.length - u.aligned
-        if not final and (u.length < self.min_audio or fresh < max(self.step, u.length - fresh) or
-                          fresh < self.batch and self.due_in(played) > 0):
-            return None
         start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
         end = u.text_end if final else self._text_end(u.index)
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]

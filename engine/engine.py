@@ -7,6 +7,7 @@ import gc
 import itertools
 import queue
 import secrets
+import sys
 import threading
 import traceback
 
@@ -100,6 +101,9 @@ class Engine:
         return self.voices.delete(name)
 
     def start(self) -> "Engine":
+        # The step thread waits on the GPU a few times per step and must get the interpreter back at once: with the
+        # default 5 ms switch interval, a busy event loop or aligner thread held it that long after every wait.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
         self._thread.start()
         return self
