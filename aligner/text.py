@@ -25,10 +25,11 @@ class Unit:
 
 
 def _in(ch: str, ranges) -> bool:
-    return any(lo <= ord(ch) <= hi for lo, hi in ranges)
+    return ch >= "\u1100" and any(lo <= ord(ch) <= hi for lo, hi in ranges)   # (below: no range, the usual case)
 
 
-def kept(ch: str) -> bool:
+@lru_cache(maxsize=4096)
+def kept(ch: str) -> bool:      # (cached: every character of every alignment job's text comes here)
     return ch == "'" or unicodedata.category(ch)[0] in "LN"
 
 

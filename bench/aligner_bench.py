@@ -15,7 +15,9 @@ kernels and cuDNN settings; `--eager` runs the aligner without graphs, for compa
 python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--eager] [--json out.json]"""
 import argparse
 import asyncio
+import cProfile
 import json
+import pstats
 import sys
 import time
 from concurrent.futures import Future
@@ -70,6 +72,37 @@ def graphs_match_eager(aligner: Aligner) -> bool:
     for stage, graphs in zip(stages, kept):
         stage.graphs = graphs
     return graphed == eager
+
+
+def profile_forwards(aligner: Aligner) -> cProfile.Profile:
+    """Profile every align_units call (on the service's thread): where a forward's wall time goes; and CUDA events
+    around each (`profiler.events`): its span on the device, the engine's kernels queued meanwhile included."""
+    profiler, inner = cProfile.Profile(), aligner.align_units
+    profiler.events = []
+
+    def profiled(*args, **kwargs):
+        profiler.enable()
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if torch.cuda.is_available() else []
+        try:
+            marks and marks[0].record()
+            return inner(*args, **kwargs)
+        finally:
+            marks and marks[1].record()
+            profiler.events.append(marks)
+            profiler.disable()
+    aligner.align_units = profiled
+    return profiler
+
+
+def report(profiler: cProfile.Profile) -> None:
+    sync()
+    spans = [a.elapsed_time(b) for a, b in profiler.events if a.query() and b.query()]
+    if spans:
+        print(f"aligner forwards on the device: {len(spans)}, span p50 {np.percentile(spans, 50):.1f} ms "
+              f"p90 {np.percentile(spans, 90):.1f} ms", flush=True)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+    profiler.clear()
+    profiler.events = []
 
 
 def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
@@ -175,6 +208,7 @@ def main():
     p.add_argument("--max-batch-seconds", type=float, default=48.0, help="audio per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
     p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
+    p.add_argument("--host-profile", action="store_true", help="cProfile the aligner's forwards per level")
     p.add_argument("--device")
     p.add_argument("--json")
     args = p.parse_args()
@@ -191,8 +225,12 @@ def main():
         results["graphs_match_eager"] = graphs_match_eager(aligner)
         print(f"graphs give the eager forward's timestamps: {results['graphs_match_eager']}", flush=True)
     results.update(cost=cost(aligner, args.batches, args.windows), levels=[])
+    profiler = profile_forwards(aligner) if args.host_profile else None
     service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds).start()
     asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times))     # warm-up
+    if profiler is not None:
+        profiler.clear()
+        profiler.events = []
     for c in args.concurrency:
         items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
         for svc in (None, service):
@@ -207,6 +245,8 @@ def main():
             print(f"c={c:4d} align {'on ' if svc else 'off'} | viable {row['viability']:.3f} | rtf p50 "
                   f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
                   f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)
+            if profiler is not None and svc is not None:
+                report(profiler)
     service.close()
     engine.shutdown()
     if args.json:
