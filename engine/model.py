@@ -44,6 +44,7 @@ class LoadedModel:
                     languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE)
 
     @torch.inference_mode()
+    @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
     def make_voice(self, ref: VoiceRef) -> Voice:
         """Clone conditioning from reference audio: x-vector, plus codes and transcript ids for ICL."""
         audio = resample(np.asarray(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
