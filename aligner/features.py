@@ -90,12 +90,10 @@ def reflect_index(lengths: torch.Tensor, width: int, pad: int) -> torch.Tensor:
 def padded(audios: list[np.ndarray], device) -> torch.Tensor:
     """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio, the rows laid out
     there (no batch-sized arrays built on the host)."""
-    sizes = [len(a) for a in audios]
     flat = upload(np.concatenate(audios + [np.zeros(1, np.float32)]), device=device)
-    starts = upload(np.cumsum([0] + sizes[:-1]), device=device)
-    t = torch.arange(max(sizes), device=device)[None, :]
-    inside = t < upload(sizes, device=device)[:, None]
-    return flat[torch.where(inside, starts[:, None] + t, len(flat) - 1)]
+    sizes = upload([len(a) for a in audios], device=device)
+    t = torch.arange(max(map(len, audios)), device=device)[None, :]
+    return flat[torch.where(t < sizes[:, None], (sizes.cumsum(0) - sizes)[:, None] + t, len(flat) - 1)]
 
 
 def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[torch.Tensor, list[int]]:
@@ -111,7 +109,7 @@ def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[
     window = torch.hann_window(N_FFT, device=device)
     power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
     logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
-    frames = [n // HOP for n in lengths]
-    live = torch.arange(logs.shape[-1], device=device)[None, :] < upload(frames, device=device)[:, None]
+    frames = [length // HOP for length in lengths]
+    live = torch.arange(logs.shape[-1], device=device)[None, :] < (n // HOP)[:, None]
     top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
     return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames
