@@ -1,5 +1,7 @@
 """Word timestamps: `<|audio_start|><|audio_pad|>*n<|audio_end|>w1<timestamp><timestamp>w2...`, one forward, the
 argmax class at every `<timestamp>` times 80 ms, then the reference's repair of non-monotone values."""
+import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +65,9 @@ def repair(values: list[float]) -> list[int]:
 
 
 class Aligner:
-    def __init__(self, model: AlignerModel, tokenizer: TextTokenizer, name: str):
-        self.model, self.tokenizer, self.name = model, tokenizer, name
+    def __init__(self, model: AlignerModel, tokenizer: TextTokenizer, name: str, stream=None):
+        self.model, self.tokenizer, self.name, self.stream = model, tokenizer, name, stream
+        self.unit_ids = functools.lru_cache(maxsize=1 << 16)(tokenizer.encode)   # windows repeat their units
         self.cfg = model.cfg
         self.device = model.thinker.lm_head.weight.device
 
@@ -91,9 +94,12 @@ class Aligner:
         tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         net = net.to(device, dtype).eval()
         net.pack()
+        # Forwards run on a stream of their own at the lowest priority: beside the engine (at the highest), the
+        # aligner's kernels take the SMs the engine's leave idle and never hold a step back for a whole forward.
+        stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
-            net.capture()
-        return cls(net, tokenizer, name)
+            net.capture(stream)
+        return cls(net, tokenizer, name, stream)
 
     def align(self, audio: np.ndarray, text: str, language: str, sample_rate: int = SAMPLE_RATE) -> list[Word]:
         """Mono float32 audio and its transcript -> one Word per unit of `text`, in seconds (ms rounded)."""
@@ -105,6 +111,10 @@ class Aligner:
                     sample_rate: int = SAMPLE_RATE) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
         than 16 kHz is resampled on the device."""
+        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+            return self._align_units(items, sample_rate)
+
+    def _align_units(self, items, sample_rate):
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -123,7 +133,7 @@ class Aligner:
         c, ts = self.cfg, self.cfg.timestamp_token
         ids = [c.audio_start] + [c.audio_token] * n_audio + [c.audio_end]
         for unit in units:
-            ids += self.tokenizer.encode(unit) + [ts, ts]
+            ids += self.unit_ids(unit) + [ts, ts]
         return ids
 
 

@@ -6,8 +6,8 @@ from engine.graphs import capture_graph
 
 
 class ShapeGraphs:
-    def __init__(self, fn, pool=None):
-        self.fn, self.pool = fn, pool
+    def __init__(self, fn, pool=None, stream=None):
+        self.fn, self.pool, self.stream = fn, pool, stream
         self.graphs: dict = {}
 
     def __call__(self, key, *inputs):
@@ -22,5 +22,5 @@ class ShapeGraphs:
     def capture(self, key, *buffers) -> None:
         """A graph for `key` reading its inputs from `buffers` (the caller may share one among keys), after one run
         outside it (cuDNN picks its algorithms then)."""
-        graph, out = capture_graph(self.fn, buffers, self.pool)
+        graph, out = capture_graph(self.fn, buffers, self.pool, stream=self.stream)
         self.graphs[key] = (graph, buffers, out)

@@ -11,9 +11,9 @@ import numpy as np
 
 from .audio_encoder import CHUNK, SLOTS, TOKENS, chunk_tokens
 
-ROWS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40]
+ROWS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48]
 WIDTHS = [256, 512, 1024]         # text row lengths with graphs; a longer sequence gets a row of its own length
-TEXT_TOKENS = 8192                # text rows x width of one forward with graphs
+TEXT_TOKENS = 16384               # text rows x width of one forward with graphs
 
 
 def bucket(rows: int) -> int:
@@ -36,10 +36,24 @@ def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], i
     return place, len(free)
 
 
-def fits(frames: list[int], lengths: list[int]) -> bool:
-    """Whether a batch fits the largest graphs (an estimate: packing may still need a row more, run eagerly)."""
-    windows = sum(-(-f // (CHUNK * SLOTS)) for f in frames)
-    return windows <= ROWS[-1] and max(lengths) <= WIDTHS[-1] and sum(lengths) <= 0.9 * TEXT_TOKENS
+class Fit:
+    """A growing batch against the largest graphs: its windows placed first-fit as they come (the layout packs them
+    largest first, which in practice needs no more rows; a batch that does runs eagerly), its text by token count."""
+    rows, tokens = ROWS[-1], int(0.9 * TEXT_TOKENS)
+
+    def __init__(self):
+        self.free, self.used, self.longest = [], 0, 0
+
+    def add(self, frames: int, length: int) -> bool:
+        """One more (mel frames, input ids) item; whether the batch still fits."""
+        chunks = -(-frames // CHUNK)
+        for n in (min(SLOTS, chunks - c) for c in range(0, chunks, SLOTS)):
+            row = next((r for r, f in enumerate(self.free) if f >= n), len(self.free))
+            if row == len(self.free):
+                self.free.append(SLOTS)
+            self.free[row] -= n
+        self.used, self.longest = self.used + length, max(self.longest, length)
+        return len(self.free) <= self.rows and self.longest <= WIDTHS[-1] and self.used <= self.tokens
 
 
 @dataclass

@@ -15,7 +15,7 @@ from engine.transfer import upload
 from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
 from .graphs import ShapeGraphs
-from .layout import ROWS, TEXT_TOKENS, WIDTHS, Layout, fits
+from .layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, Layout
 from .packed import PackedKV
 
 
@@ -57,9 +57,12 @@ class AlignerModel(nn.Module):
         return t.lm_head(h).argmax(-1).view(ids.shape)
 
     @torch.inference_mode()
-    def capture(self) -> None:
-        """A graph per encoder row bucket and per text (rows, width) within TEXT_TOKENS, on padding inputs."""
+    def capture(self, stream=None) -> None:
+        """A graph per encoder row bucket and per text (rows, width) within TEXT_TOKENS, on padding inputs; captured
+        on a stream of their own (their cuBLAS workspace is not the engine's graphs': they replay side by side),
+        `stream` if given."""
         self.encode.pool = self.decode.pool = torch.cuda.graph_pool_handle()
+        self.encode.stream = self.decode.stream = stream or torch.cuda.Stream()
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         longs = lambda *shape, fill=0: torch.full(shape, fill, dtype=torch.int64, device=device)
         for e in ROWS:
@@ -70,18 +73,20 @@ class AlignerModel(nn.Module):
             for r in (r for r in ROWS if r * w <= TEXT_TOKENS):
                 self.decode.capture((r, w), longs(r, w), longs(r, w), longs(r, w, fill=-1), longs(r, w),
                                     longs(r, w).bool(), audio)
+        torch.cuda.synchronize()
 
     @torch.inference_mode()
     def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
         placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position. A batch
         beyond the largest graphs is split into several forwards."""
-        lengths, out, start = [len(x) for x in ids], [], 0
-        for end in range(1, len(ids) + 1):
-            if end == len(ids) or not fits(frames[start:end + 1], lengths[start:end + 1]):
-                out += self._classify(mel[start:end], frames[start:end], ids[start:end])
-                start = end
-        return out
+        out, start, fit = [], 0, Fit()
+        for i, (f, x) in enumerate(zip(frames, ids)):
+            if not fit.add(f, len(x)) and i > start:
+                out += self._classify(mel[start:i], frames[start:i], ids[start:i])
+                start, fit = i, Fit()
+                fit.add(f, len(x))
+        return out + self._classify(mel[start:], frames[start:], ids[start:])
 
     def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         lay = Layout.build(frames, mel.shape[-1], ids, self.cfg.audio_token, self.cfg.timestamp_token)

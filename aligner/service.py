@@ -1,6 +1,6 @@
-"""The alignment worker: one thread owns the aligner (on the engine's device and CUDA stream) and runs the
-jobs of every context in batches. Callers never wait on it: submit() returns a Future at once, and a full queue
-or a failed batch fails the Future (the caller then goes on without word timestamps)."""
+"""The alignment worker: one thread owns the aligner (on the engine's device, on a low-priority stream of its own)
+and runs the jobs of every context in batches. Callers never wait on it: submit() returns a Future at once, and a
+full queue or a failed batch fails the Future (the caller then goes on without word timestamps)."""
 import queue
 import threading
 import time
@@ -14,10 +14,10 @@ class AlignmentUnavailable(RuntimeError):
 
 
 class AlignmentService:
-    def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 48.0, max_queue: int = 1024):
+    def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 256.0, max_queue: int = 1024):
         """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate) -> [[(start, end), ...]].
-        A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio: it runs on the engine's stream,
-        so its length is a delay of the engine's next step (~10 ms at 48 s on an H100)."""
+        A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48 rows of
+        8 s): the larger the forward, the less it costs per second of audio, the longer it holds SMs."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.later = None                         # the job that did not fit the last batch
@@ -44,8 +44,6 @@ class AlignmentService:
             self.thread.join(timeout=10)
 
     def _run(self) -> None:
-        # The engine's stream, not a side stream: on an H100, the aligner's graphs replayed on a side stream beside
-        # the engine's hung both (GPU busy, neither finishing; 64 contexts); on one stream their work interleaves.
         while (batch := self._next_batch()) is not None:
             self._align(batch)
 

@@ -3,7 +3,8 @@
 The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
 chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device). The speaking
 utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
-on, cut where no speaker could have reached it yet. A word settles when it is not the text's last unit (the text
+on, cut where no speaker could have reached it yet (30 characters a second; once the context's own pace is known,
+1.5x that pace). A word settles when it is not the text's last unit (the text
 may still grow it) and it ends at least `margin` s before the window's audio does (its neighbours are spoken), or
 once the utterance's audio is complete (then every word of it settles). Settled words are final: never resent, in
 order, times cumulative from the context's first sample, spans into the context's text.
@@ -24,6 +25,8 @@ RATE = 24000        # the engine's audio
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
 GUARD = 0.16        # provisional words end at least this long before their alignment's audio does
 UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks: a window's text ends where its speaker cannot be
+PACE = 1.5          # once the context's own pace is known (PACE_SPAN s of settled words): 1.5x it bounds a window
+PACE_SPAN = 2.0
 
 
 @dataclass
@@ -121,8 +124,9 @@ class WordStream:
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
         whole = final or len(self.bounds) > u.index
         if not final:
-            seconds = u.length / RATE
-            reach = [x for x in units[:4 + int(UNITS_PER_S * seconds)] if x.end - start <= 20 + CHARS_PER_S * seconds]
+            seconds, pace = u.length / RATE, self.pace()
+            chars = 20 + CHARS_PER_S * seconds if pace is None else 8 + min(CHARS_PER_S, PACE * pace) * seconds
+            reach = [x for x in units[:4 + int(UNITS_PER_S * seconds)] if x.end - start <= chars]
             units, whole = reach, whole or len(reach) < len(units)
         u.aligned = u.window + u.length
         job = Job(u.audio(), units, u.time + u.window / RATE, final, whole)
@@ -152,6 +156,14 @@ class WordStream:
             cut = min(u.length, max(0, round((settled[-1].end - job.start) * RATE)))
             u.chunks, u.length, u.window = [u.audio()[cut:]], u.length - cut, u.window + cut
         return settled
+
+    def pace(self) -> float | None:
+        """Characters per second of voiced speech over the last settled words (pauses left out: never slower than
+        the speaker), once they hold PACE_SPAN s of it; else None. The text model's cost grows with a window's text,
+        and the fixed bound is twice a usual pace."""
+        words = self.words[-32:]
+        voiced = sum(w.end - w.start for w in words)
+        return sum(w.char_end - w.char_start + 1 for w in words) / voiced if voiced >= PACE_SPAN else None
 
     def known_words(self) -> list[Word]:
         """Settled words, then the provisional ones: what a barge-in can count on."""

@@ -15,10 +15,13 @@ kernels and cuDNN settings; `--eager` runs the aligner without graphs, for compa
 python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--eager] [--json out.json]"""
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
+import os
 import pstats
 import sys
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -31,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aligner import Aligner, AlignmentService, LiveWords  # noqa: E402
 from aligner.text import segment  # noqa: E402
 from bench.metrics import StreamRecord, summarize  # noqa: E402
+from bench.stage_bench import kernel_table  # noqa: E402
 from bench.workload import WORDS, workload  # noqa: E402
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
 
@@ -64,19 +68,36 @@ def graphs_match_eager(aligner: Aligner) -> bool:
     items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), list(rng.choice(WORDS, n)))
              for s, n in [(0.5, 2), (2.3, 6), (4.0, 9), (9.7, 20), (17.2, 40), (3.3, 12)]]
     graphed = aligner.align_units(items, 24000)
+    with without_graphs(aligner):
+        eager = aligner.align_units(items, 24000)
+    return graphed == eager
+
+
+@contextlib.contextmanager
+def without_graphs(aligner: Aligner):
     stages = (aligner.model.encode, aligner.model.decode)
     kept = [stage.graphs for stage in stages]
     for stage in stages:
         stage.graphs = {}
-    eager = aligner.align_units(items, 24000)
-    for stage, graphs in zip(stages, kept):
-        stage.graphs = graphs
-    return graphed == eager
+    try:
+        yield
+    finally:
+        for stage, graphs in zip(stages, kept):
+            stage.graphs = graphs
+
+
+def kernels(aligner: Aligner, batch: int, seconds: float = 4.0) -> None:
+    """The kernels of one eager forward of `batch` windows (the graphs replay the same ones)."""
+    rng = np.random.default_rng(2)
+    items = [((0.1 * rng.standard_normal(int(seconds * 24000))).astype(np.float32),
+              list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(batch)]
+    with without_graphs(aligner):
+        kernel_table(f"aligner forward, {batch} x {seconds} s", lambda: aligner.align_units(items, 24000), top=20)
 
 
 def profile_forwards(aligner: Aligner) -> cProfile.Profile:
     """Profile every align_units call (on the service's thread): where a forward's wall time goes; and CUDA events
-    around each (`profiler.events`): its span on the device, the engine's kernels queued meanwhile included."""
+    around each on its stream (`profiler.events`): its span on the device, beside the engine's kernels."""
     profiler, inner = cProfile.Profile(), aligner.align_units
     profiler.events = []
 
@@ -84,10 +105,10 @@ def profile_forwards(aligner: Aligner) -> cProfile.Profile:
         profiler.enable()
         marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if torch.cuda.is_available() else []
         try:
-            marks and marks[0].record()
+            marks and marks[0].record(aligner.stream)
             return inner(*args, **kwargs)
         finally:
-            marks and marks[1].record()
+            marks and marks[1].record(aligner.stream)
             profiler.events.append(marks)
             profiler.disable()
     aligner.align_units = profiled
@@ -103,6 +124,36 @@ def report(profiler: cProfile.Profile) -> None:
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     profiler.clear()
     profiler.events = []
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds used so far by the event loop's, the engine's and the aligner's threads (Linux): their sum near
+    1 per second of wall time means they queue for the interpreter."""
+    out = {}
+    for t in threading.enumerate():
+        if t.name in ("MainThread", "tts-engine", "aligner") and t.native_id:
+            fields = Path(f"/proc/self/task/{t.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            out[t.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+class InterpreterProbe:
+    """A thread that sleeps 1 ms at a time: how late it wakes is how long a thread waits for the interpreter."""
+
+    def __init__(self):
+        self.late: list[float] = []
+        threading.Thread(target=self._run, name="probe", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            t = time.perf_counter()
+            time.sleep(0.001)
+            self.late.append(time.perf_counter() - t - 0.001)
+
+    def take(self) -> dict:
+        late, self.late = np.array(self.late or [0.0]) * 1000, []
+        return dict(interpreter_wait_p50_ms=float(np.percentile(late, 50)),
+                    interpreter_wait_p90_ms=float(np.percentile(late, 90)))
 
 
 def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
@@ -166,7 +217,7 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early) -
     return rec
 
 
-async def level(engine, service, c: int, items, times) -> dict:
+async def level(engine, service, c: int, items, times, probe: InterpreterProbe) -> dict:
     pending, records, leads, early = list(items), [], [], []
 
     async def worker():
@@ -175,10 +226,13 @@ async def level(engine, service, c: int, items, times) -> dict:
             records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early))
 
     before = dict(service.stats) if service else {}
+    steps, frames, cpu, _ = engine.loop.steps, engine.loop.frames_total, thread_cpu(), probe.take()
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(c)))
     wall = time.perf_counter() - t0
-    row = dict(concurrency=c, align=service is not None, **summarize(records, wall))
+    cpu = {name: round((t - cpu.get(name, 0.0)) / wall, 3) for name, t in thread_cpu().items()}
+    row = dict(concurrency=c, align=service is not None, **summarize(records, wall), thread_cpu=cpu, **probe.take(),
+               frames_per_step=(engine.loop.frames_total - frames) / max(1, engine.loop.steps - steps))
     if leads:
         busy, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "audio_seconds"))
         generated = sum(r.audio_s for r in records)
@@ -205,9 +259,10 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
     p.add_argument("--max-batch", type=int, default=64, help="alignment jobs per forward")
-    p.add_argument("--max-batch-seconds", type=float, default=48.0, help="audio per forward")
+    p.add_argument("--max-batch-seconds", type=float, default=256.0, help="audio per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
     p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
+    p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches of 4 s windows whose kernels to list")
     p.add_argument("--host-profile", action="store_true", help="cProfile the aligner's forwards per level")
     p.add_argument("--device")
     p.add_argument("--json")
@@ -225,24 +280,28 @@ def main():
         results["graphs_match_eager"] = graphs_match_eager(aligner)
         print(f"graphs give the eager forward's timestamps: {results['graphs_match_eager']}", flush=True)
     results.update(cost=cost(aligner, args.batches, args.windows), levels=[])
+    for b in args.kernels:
+        kernels(aligner, b)
     profiler = profile_forwards(aligner) if args.host_profile else None
     service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds).start()
-    asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times))     # warm-up
+    probe = InterpreterProbe()
+    asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times, probe))     # warm-up
     if profiler is not None:
         profiler.clear()
         profiler.events = []
     for c in args.concurrency:
         items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
         for svc in (None, service):
-            row = asyncio.run(level(engine, svc, c, items, times))
+            row = asyncio.run(level(engine, svc, c, items, times, probe))
             results["levels"].append(row)
             extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
                                             f"min {row['lead_min_s']:6.2f} s | by margin {row['settled_early']:.2f}"
                                             f" | aligner busy {row['aligner_busy']:.1%}, "
                                             f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s, aligned "
                                             f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
-                                            f"jobs per forward")
-            print(f"c={c:4d} align {'on ' if svc else 'off'} | viable {row['viability']:.3f} | rtf p50 "
+                                            f"jobs per forward, {row['frames_per_step']:.0f} frames per step")
+            print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "
+                  f"{row['interpreter_wait_p90_ms']:.2f} ms | viable {row['viability']:.3f} | rtf p50 "
                   f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
                   f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)
             if profiler is not None and svc is not None:

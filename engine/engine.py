@@ -116,6 +116,10 @@ class Engine:
 
     # engine thread --------------------------------------------------------------------------------------------
     def _run(self) -> None:
+        if self.model.device.type == "cuda":
+            # The highest priority: work beside the engine (the aligner) gets only the SMs its steps leave idle.
+            torch.cuda.synchronize(self.model.device)
+            torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
         while not self._stop:
             busy = self.scheduler.has_work() or self.loop.audio.in_flight
             idle = 0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5

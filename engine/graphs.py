@@ -8,17 +8,20 @@ import functools
 import torch
 
 
-def capture_graph(fn, inputs: list, pool=None, warmups: int = 1):
+def capture_graph(fn, inputs: list, pool=None, warmups: int = 1, stream=None):
     """A CUDA graph of fn(*inputs) and its output, after warm-up runs on a side stream (lazy initialisation and
-    cuDNN's algorithm choice happen there, outside the graph)."""
-    side = torch.cuda.Stream()
+    cuDNN's algorithm choice happen there, outside the graph). `stream`: where to warm up and capture (default: a
+    new stream, then the process's capture stream). cuBLAS keeps a workspace per stream and a graph keeps the one
+    of its capture stream: graphs that replay concurrently on different streams must be captured on different
+    streams."""
+    side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(warmups):
             fn(*inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    with torch.cuda.graph(graph, pool=pool, stream=stream):
         out = fn(*inputs)
     return graph, out
 

@@ -9,7 +9,7 @@ from aligner import Aligner, graphs, layout
 from aligner import model as aligner_model
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels
-from aligner.layout import ROWS, WIDTHS, Layout, bucket, fits
+from aligner.layout import ROWS, WIDTHS, Fit, Layout, bucket
 from aligner.text import segment
 
 
@@ -93,7 +93,7 @@ def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
     ids = [aligner._input_ids(audio_tokens(f), ["a", "b"]) for f in frames]
     whole = aligner.model.classify(mel, frames, ids)
     sizes = []
-    monkeypatch.setattr(aligner_model, "fits", lambda frames, lengths: len(frames) <= 2 and fits(frames, lengths))
+    monkeypatch.setattr(Fit, "rows", 1)               # one encoder row: two 3 s windows
     original = type(aligner.model)._classify
     monkeypatch.setattr(type(aligner.model), "_classify",
                         lambda self, m, f, i: sizes.append(len(i)) or original(self, m, f, i))
@@ -124,10 +124,13 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
 
     for module in (layout, aligner_model):
         monkeypatch.setattr(module, "ROWS", [1, 2, 4])
+    monkeypatch.setattr(layout.Fit, "rows", 4)
     monkeypatch.setattr(aligner_model, "WIDTHS", [256])
     monkeypatch.setattr(aligner_model, "TEXT_TOKENS", 1024)
     monkeypatch.setattr(graphs.ShapeGraphs, "capture", capture)
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     model, rng = aligner.model, np.random.default_rng(2)
     for stage in (model.encode, model.decode):
         monkeypatch.setattr(stage, "graphs", {})
@@ -139,4 +142,14 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
     for expected, seconds in zip(eager, ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)):
         items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"]) for s in seconds]
         assert aligner.align_units(items, 24000) == expected
-    assert replays == [1, (1, 256), 2, (1, 256)] + [1, (1, 256)] * 2      # 5 windows > 4 rows: split in two
+    assert replays == [1, (1, 256)] + [2, (1, 256)] * 2                  # five 2 s windows: two encoder rows
+
+
+def test_a_batch_fits_by_its_packed_rows():
+    """64 windows of 4 s pack two to an encoder row (32 rows): one forward, not one per 40 windows."""
+    fit = Fit()
+    assert all(fit.add(400, 140) for _ in range(64)) and len(fit.free) == 32
+    fit = Fit()
+    assert all(fit.add(500, 10) for _ in range(Fit.rows)) and not fit.add(500, 10)     # 5 s windows: one per row
+    fit = Fit()
+    assert all(fit.add(100, 1000) for _ in range(Fit.tokens // 1000)) and not fit.add(100, 1000)   # text tokens

@@ -220,6 +220,26 @@ def test_a_window_holds_the_text_its_audio_can_reach():
     assert len(stream.job().units) == 100 - len(stream.words)
 
 
+def test_a_known_pace_bounds_the_window_text():
+    """Once 2 s of settled words give the context's pace, a window's text ends at 1.5x that pace: every word
+    spoken in the window is in it, far fewer unspoken ones than under the fixed bound."""
+    text = " ".join(f"w{i}" for i in range(100))
+    stream, truth = WordStream("english"), timeline(text)
+    stream.add_text(text)
+    assert stream.pace() is None
+    stream.add_audio(np.zeros(4 * 24000, np.float32))
+    stream.apply(job := stream.job(), oracle(job, truth))
+    assert len(stream.words) >= 7 and stream.pace() == pytest.approx(3 / 0.3)    # "wN " per 0.3 s
+    stream.add_audio(np.zeros(4 * 24000, np.float32))
+    job = stream.job(played=10.0)
+    end = job.start + len(job.audio) / 24000
+    spoken = [c for c, (s, e) in truth.items() if job.start <= s and e <= end]
+    assert {u.start for u in job.units} >= set(spoken)
+    seconds = len(job.audio) / 24000
+    assert job.units[-1].end - job.units[0].start <= 8 + 1.5 * stream.pace() * seconds < 20 + 30 * seconds - 40
+    assert len(job.units) <= 2 * len(spoken)            # the fixed bound: 38 units
+
+
 def live(stream: WordStream, truth: dict, seconds: float, rtf: float, latency: float) -> tuple[float, list[float]]:
     """LiveWords' loop on a simulated clock: the engine's chunks come `rtf` x real time, a real-time player starts
     at the first, each job takes `latency`. -> (audio seconds aligned, lead of each word: how long before the
