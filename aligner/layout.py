@@ -24,16 +24,21 @@ def text_width(longest: int) -> int:
     return next((w for w in WIDTHS if w >= longest), longest)
 
 
+def place(free: list[int], size: int, capacity: int) -> tuple[int, int]:
+    """(row, offset) of an item in the first row with room (`free`: each row's room, updated; a new row if none)."""
+    row = next((r for r, f in enumerate(free) if f >= size), len(free))
+    if row == len(free):
+        free.append(capacity)
+    free[row] -= size
+    return row, capacity - free[row] - size
+
+
 def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], int]:
     """(row, offset) of each item packed into rows of `capacity`, largest first; and the rows used."""
-    free, place = [], [(0, 0)] * len(sizes)
+    free, where = [], [(0, 0)] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        row = next((r for r, f in enumerate(free) if f >= sizes[i]), len(free))
-        if row == len(free):
-            free.append(capacity)
-        place[i] = (row, capacity - free[row])
-        free[row] -= sizes[i]
-    return place, len(free)
+        where[i] = place(free, sizes[i], capacity)
+    return where, len(free)
 
 
 class Fit:
@@ -47,11 +52,8 @@ class Fit:
     def add(self, frames: int, length: int) -> bool:
         """One more (mel frames, input ids) item; whether the batch still fits."""
         chunks = -(-frames // CHUNK)
-        for n in (min(SLOTS, chunks - c) for c in range(0, chunks, SLOTS)):
-            row = next((r for r, f in enumerate(self.free) if f >= n), len(self.free))
-            if row == len(self.free):
-                self.free.append(SLOTS)
-            self.free[row] -= n
+        for c in range(0, chunks, SLOTS):
+            place(self.free, min(SLOTS, chunks - c), SLOTS)
         self.used, self.longest = self.used + length, max(self.longest, length)
         return len(self.free) <= self.rows and self.longest <= WIDTHS[-1] and self.used <= self.tokens
 

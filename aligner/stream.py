@@ -3,11 +3,12 @@
 The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
 chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device). The speaking
 utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
-on, cut where no speaker could have reached it yet (30 characters a second; once the context's own pace is known,
-1.5x that pace). A word settles when it is not the text's last unit (the text
-may still grow it) and it ends at least `margin` s before the window's audio does (its neighbours are spoken), or
-once the utterance's audio is complete (then every word of it settles). Settled words are final: never resent, in
-order, times cumulative from the context's first sample, spans into the context's text.
+on, cut where its speaker cannot be yet: at 30 characters a second, which no one reaches, or, once the context's
+own pace is known, at 1.5x that pace (an estimate: a speaker who speeds up past it leaves the window's text short).
+A word settles when it is not the text's last unit (the text may still grow it) and it ends at least `margin` s
+before the window's audio does (its neighbours are spoken), or once the utterance's audio is complete (then every
+word of it settles). Settled words are final: never resent, in order, times cumulative from the context's first
+sample, spans into the context's text.
 
 Jobs are paced so that each second of audio is aligned about once: a window is aligned when its audio is complete,
 when it holds `batch` s of audio that no job has seen yet, or when a real-time player (at `played`) comes within

@@ -127,8 +127,9 @@ def report(profiler: cProfile.Profile) -> None:
 
 
 def thread_cpu() -> dict[str, float]:
-    """CPU seconds used so far by the event loop's, the engine's and the aligner's threads (Linux): their sum near
-    1 per second of wall time means they queue for the interpreter."""
+    """CPU seconds used so far by the event loop's, the engine's and the aligner's threads (Linux). The CUDA driver
+    spin-waits on the GPU inside these threads, so this bounds their Python time from above; InterpreterProbe
+    measures whether they queue for the interpreter."""
     out = {}
     for t in threading.enumerate():
         if t.name in ("MainThread", "tts-engine", "aligner") and t.native_id:
