@@ -107,14 +107,11 @@ class Aligner:
         spans = self.align_units([(audio, [u.text for u in units])], sample_rate)[0]
         return [Word(u.text, s, e, u.start, u.end) for u, (s, e) in zip(units, spans)]
 
-    def align_units(self, items: list[tuple[np.ndarray, list[str]]],
-                    sample_rate: int = SAMPLE_RATE) -> list[list[tuple[float, float]]]:
+    def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
+                    turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
-        than 16 kHz is resampled on the device."""
-        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
-            return self._align_units(items, sample_rate)
-
-    def _align_units(self, items, sample_rate):
+        than 16 kHz is resampled on the device. `turn` (engine/turns.py): the forward's kernels follow its `after`
+        and are ended with its `end` once queued, before the results are read."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -122,9 +119,18 @@ class Aligner:
         audios = [np.asarray(items[i][0], np.float32).reshape(-1) for i in todo]
         if (short := min(resampled_length(len(a), sample_rate) for a in audios)) < HOP:
             raise ValueError(f"audio of {short} samples at 16 kHz is too short to align (at least {HOP})")
-        mel, frames = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)
-        ids = [self._input_ids(audio_tokens(f), items[i][1]) for i, f in zip(todo, frames)]
-        for i, classes in zip(todo, self.model.classify(mel, frames, ids)):
+        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+            marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
+            if turn is not None and turn.after is not None:
+                self.stream.wait_event(turn.after)
+            marks and marks[0].record()
+            mel, frames = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)
+            ids = [self._input_ids(audio_tokens(f), items[i][1]) for i, f in zip(todo, frames)]
+            forwards = self.model.launch(mel, frames, ids)
+            marks and marks[1].record()
+        if turn is not None:
+            turn.end(*reversed(marks))
+        for i, classes in zip(todo, self.model.read(forwards)):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out

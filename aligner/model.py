@@ -75,25 +75,31 @@ class AlignerModel(nn.Module):
                                     longs(r, w).bool(), audio)
         torch.cuda.synchronize()
 
-    @torch.inference_mode()
     def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
-        placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position. A batch
-        beyond the largest graphs is split into several forwards."""
+        placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position."""
+        return self.read(self.launch(mel, frames, ids))
+
+    @torch.inference_mode()
+    def launch(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list:
+        """classify's forwards, queued on the device (a batch beyond the largest graphs takes several): read() them."""
         out, start, fit = [], 0, Fit()
         for i, (f, x) in enumerate(zip(frames, ids)):
             if not fit.add(f, len(x)) and i > start:
-                out += self._classify(mel[start:i], frames[start:i], ids[start:i])
+                out.append(self._classify(mel[start:i], frames[start:i], ids[start:i]))
                 start, fit = i, Fit()
                 fit.add(f, len(x))
-        return out + self._classify(mel[start:], frames[start:], ids[start:])
+        return out + [self._classify(mel[start:], frames[start:], ids[start:])]
 
-    def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
+    @staticmethod
+    def read(forwards: list) -> list[list[int]]:
+        return [row[s].tolist() for classes, stamps in forwards for row in [classes.cpu().numpy()] for s in stamps]
+
+    def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> tuple:
         lay = Layout.build(frames, mel.shape[-1], ids, self.cfg.audio_token, self.cfg.timestamp_token)
         encoder, text = self.inputs(lay, mel)
         audio = self.encode(len(lay.windows), *encoder)
-        classes = self.decode(lay.ids.shape, *text, audio).flatten().cpu().numpy()
-        return [classes[s].tolist() for s in lay.stamps]
+        return self.decode(lay.ids.shape, *text, audio).flatten(), lay.stamps
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the

@@ -1,6 +1,8 @@
-"""The alignment worker: one thread owns the aligner (on the engine's device, on a low-priority stream of its own)
-and runs the jobs of every context in batches. Callers never wait on it: submit() returns a Future at once, and a
-full queue or a failed batch fails the Future (the caller then goes on without word timestamps)."""
+"""The alignment worker: one thread owns the aligner (on the engine's device, on a stream of its own) and runs the
+jobs of every context in batches, each in a turn between the engine's steps (engine/turns.py) when given `turns`.
+Callers never wait on it: submit() returns a Future at once, and a full queue or a failed batch fails the Future
+(the caller then goes on without word timestamps)."""
+import contextlib
 import queue
 import threading
 import time
@@ -14,15 +16,19 @@ class AlignmentUnavailable(RuntimeError):
 
 
 class AlignmentService:
-    def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 256.0, max_queue: int = 1024):
-        """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate) -> [[(start, end), ...]].
-        A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48 rows of
-        8 s): the larger the forward, the less it costs per second of audio, the longer it holds SMs."""
+    def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 256.0, max_queue: int = 1024,
+                 turns=None):
+        """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
+        ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
+        rows of 8 s): the larger the forward, the less it costs per second of audio, the longer a turn it needs."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
+        self.turns = turns
+        self.fixed_s, self.per_audio_s = 0.004, 0.0004    # a forward's device time: learnt from its turns
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.later = None                         # the job that did not fit the last batch
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
-        self.stats = dict(batches=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, failed=0, rejected=0)
+        self.stats = dict(batches=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
+                          rejected=0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -70,9 +76,13 @@ class AlignmentService:
     def _align(self, batch: list) -> None:
         if not batch:
             return
-        t0 = time.perf_counter()
+        audio_s = sum(len(audio) for audio, *_ in batch) / RATE
+        items = [(audio, units) for audio, units, _ in batch]
         try:
-            results = self.aligner.align_units([(audio, units) for audio, units, _ in batch], RATE)
+            with self.turns.turn(self.fixed_s + self.per_audio_s * audio_s) if self.turns else \
+                    contextlib.nullcontext() as turn:
+                t0 = time.perf_counter()
+                results = self.aligner.align_units(items, RATE, turn)
         except Exception as exc:
             self.stats["failed"] += len(batch)
             for *_, future in batch:
@@ -81,6 +91,9 @@ class AlignmentService:
         self.stats["busy_seconds"] += time.perf_counter() - t0
         self.stats["batches"] += 1
         self.stats["jobs"] += len(batch)
-        self.stats["audio_seconds"] += sum(len(audio) for audio, *_ in batch) / RATE
+        self.stats["audio_seconds"] += audio_s
+        if turn is not None and (spent := turn.seconds()) is not None:
+            self.stats["device_seconds"] += spent
+            self.per_audio_s = 0.8 * self.per_audio_s + 0.2 * max(0.0, spent - self.fixed_s) / audio_s
         for (*_, future), result in zip(batch, results):
             future.set_result(result)

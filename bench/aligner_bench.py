@@ -226,7 +226,7 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
             text, frames = pending.pop()
             records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early))
 
-    before = dict(service.stats) if service else {}
+    before = dict(service.stats, **{f"turns_{k}": v for k, v in engine.turns.stats.items()}) if service else {}
     steps, frames, cpu, _ = engine.loop.steps, engine.loop.frames_total, thread_cpu(), probe.take()
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(c)))
@@ -235,12 +235,15 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
     row = dict(concurrency=c, align=service is not None, **summarize(records, wall), thread_cpu=cpu, **probe.take(),
                frames_per_step=(engine.loop.frames_total - frames) / max(1, engine.loop.steps - steps))
     if leads:
-        busy, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "audio_seconds"))
+        busy, device, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "device_seconds",
+                                                                        "audio_seconds"))
         generated = sum(r.audio_s for r in records)
         row.update(lead_p50_s=float(np.percentile(leads, 50)), lead_p1_s=float(np.percentile(leads, 1)),
                    lead_min_s=float(min(leads)), settled_early=float(np.mean(early)), words=len(leads),
                    aligner_busy=busy / wall, aligned_ratio=aligned / generated,
                    aligner_ms_per_audio_s=busy * 1000 / generated,
+                   aligner_device_ms_per_aligned_s=device * 1000 / max(aligned, 1e-9),
+                   **{f"turns_{k}": v - before[f"turns_{k}"] for k, v in engine.turns.stats.items()},
                    jobs_per_forward=(service.stats["jobs"] - before["jobs"]) / max(1, service.stats["batches"] -
                                                                                    before["batches"]))
     return row
@@ -263,6 +266,8 @@ def main():
     p.add_argument("--max-batch-seconds", type=float, default=256.0, help="audio per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
     p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
+    p.add_argument("--concurrent", action="store_true",
+                   help="forwards beside the engine's steps at a lower priority, not in turns between them")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches of 4 s windows whose kernels to list")
     p.add_argument("--host-profile", action="store_true", help="cProfile the aligner's forwards per level")
     p.add_argument("--device")
@@ -284,7 +289,8 @@ def main():
     for b in args.kernels:
         kernels(aligner, b)
     profiler = profile_forwards(aligner) if args.host_profile else None
-    service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds).start()
+    service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds,
+                               turns=None if args.concurrent else engine.turns).start()
     probe = InterpreterProbe()
     asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times, probe))     # warm-up
     if profiler is not None:
@@ -298,7 +304,10 @@ def main():
             extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
                                             f"min {row['lead_min_s']:6.2f} s | by margin {row['settled_early']:.2f}"
                                             f" | aligner busy {row['aligner_busy']:.1%}, "
-                                            f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s, aligned "
+                                            f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s "
+                                            f"({row['aligner_device_ms_per_aligned_s']:.3f} on the device per "
+                                            f"aligned s), turns {row['turns_given']}/{row['turns_idle']}/"
+                                            f"{row['turns_late']} (given/idle/late), aligned "
                                             f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
                                             f"jobs per forward, {row['frames_per_step']:.0f} frames per step")
             print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "

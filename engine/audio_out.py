@@ -35,9 +35,10 @@ class AudioOut:
             for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
                 s.unread -= 1
                 s.pending.append((row, audio))
-        self._send(margin_s)
+        self.send(margin_s)
 
-    def _send(self, margin_s: float) -> None:
+    def send(self, margin_s: float) -> None:
+        """Sends every chunk that is due: full, final, or its listener has less than `margin_s` of audio left."""
         now = time.perf_counter()
         for s in list(self.scheduler.running):
             if not s.should_send(now, margin_s):

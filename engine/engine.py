@@ -9,6 +9,7 @@ import queue
 import secrets
 import sys
 import threading
+import time
 import traceback
 
 import torch
@@ -21,6 +22,7 @@ from .runner import ModelRunner
 from .scheduler import Scheduler
 from .sequence import Sequence, Status
 from .steps import StepLoop
+from .turns import TurnGate
 from .validate import Validator
 from .voices import VoiceCache
 
@@ -45,6 +47,7 @@ class Engine:
         self.voices = VoiceCache(model)
         self.validator = Validator(model, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.turns = TurnGate()                  # device time for the aligner, between steps
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.seqs: dict[int, Sequence] = {}
         self._ids = itertools.count(1)
@@ -122,10 +125,12 @@ class Engine:
             torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
         while not self._stop:
             busy = self.scheduler.has_work() or self.loop.audio.in_flight
-            idle = 0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5
-            self._drain(idle)
+            if not busy:
+                self.turns.idle()
+            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
             if self._stop:
                 break
+            self._follow(self.turns.close())
             try:
                 self.loop.step()
             except Exception as exc:          # a failed step ends the streams in it, never the engine
@@ -134,8 +139,29 @@ class Engine:
                 self.loop.drop_in_flight()
                 for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
                     self._fail(seq, exc)
+            else:
+                self._give_turn()
+        self.turns.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
             self._fail(seq, RuntimeError("engine shut down"))
+
+    def _give_turn(self) -> None:
+        """A turn to the waiting side work (engine/turns.py) if every listener has its cost and a few steps of audio
+        ahead; what they need meanwhile goes out first."""
+        cost = self.turns.wanted
+        if cost is None:
+            return
+        need = cost + max(0.12, 3 * self.loop.step_s)   # the turn, then the next step and its audio's read
+        if self.scheduler.slack_s(time.perf_counter()) < need:
+            return
+        self.loop.audio.send(need)
+        cuda = self.model.device.type == "cuda"
+        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None))
+
+    @staticmethod
+    def _follow(done) -> None:
+        if done is not None:
+            torch.cuda.current_stream().wait_event(done)
 
     def _drain(self, wait_s: float) -> None:
         """Apply every queued command, waiting up to `wait_s` for the first one."""

@@ -25,6 +25,14 @@ class Scheduler:
         """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
         return any(s.pending for s in self.running)
 
+    def slack_s(self, now: float) -> float:
+        """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still
+        generating (0 while a stream waits for its first chunk or for a free slot)."""
+        if self.free_slots and any(s.text_ids or s.closed for s in self.waiting):
+            return 0.0
+        return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready()),
+                   default=float("inf"))
+
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
 

@@ -76,6 +76,10 @@ class Sequence:
             return 0.0
         return self.sent_samples / 24000 - (now - self.first_sent_at)
 
+    def ahead_s(self, now: float) -> float:
+        """buffered_s, with the frames on the host not sent yet (0 before the first chunk)."""
+        return 0.0 if self.first_sent_at is None else self.buffered_s(now) + len(self.pending) * 1920 / 24000
+
     def should_send(self, now: float, margin_s: float) -> bool:
         if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size():
             return True

@@ -66,7 +66,7 @@ class Gateway:
             if self.load_aligner is not None:
                 aligner = await asyncio.to_thread(self.load_aligner, self.engine)
                 await asyncio.to_thread(aligner.align_units, [(np.zeros(24000, np.float32), ["warming", "up"])], 24000)
-                self.aligner = AlignmentService(aligner).start()
+                self.aligner = AlignmentService(aligner, turns=self.engine.turns).start()
                 log.info("forced aligner %s ready", getattr(aligner, "name", type(aligner).__name__))
             log.info("warm-up done in %.1fs; ready", time.perf_counter() - t0)
             self.status = "ready"

@@ -25,7 +25,7 @@ class StandIn:
     def __init__(self):
         self.slow_done = threading.Event()
 
-    def align_units(self, items, sample_rate):
+    def align_units(self, items, sample_rate, turn=None):
         out = []
         for audio, units in items:
             if "fail" in units:

@@ -297,7 +297,7 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
     forwards = []
 
     class Recorder:
-        def align_units(self, items, rate):
+        def align_units(self, items, rate, turn=None):
             forwards.append([len(audio) // rate for audio, _ in items])
             return [[(0.0, float(len(audio) // rate))] * len(units) for audio, units in items]
 

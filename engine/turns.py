@@ -1,0 +1,92 @@
+"""Turns on the device for work beside the engine (the forced aligner).
+
+Side work whose kernels run beside the engine's slows both: every one of a step's small, dependent kernels waits
+behind the side work's blocks. So side work runs in turns, alone: after a step, when every generating stream is at
+least the turn's cost and a few steps ahead of its listener, and whenever the engine is idle. The order is kept on
+the device by events: a turn's kernels follow the engine's queued step (`after`), the next step follows the turn's
+kernels (`done`). Threads wait only while a turn queues its kernels, never for the device to run them."""
+import threading
+from contextlib import contextmanager
+
+
+class Turn:
+    def __init__(self, gate: "TurnGate", given: bool, after=None):
+        self.gate, self.given, self.after = gate, given, after   # given: by the engine after a step (else: idle)
+        # after: an event on the engine's stream (None: nothing to follow)
+        self.done = self.started = None         # events on the side work's stream around its kernels
+        self.ended = False
+
+    def end(self, done=None, started=None) -> None:
+        """The turn's kernels are queued (`done` follows them); the engine may go on."""
+        self.gate._end(self, done, started)
+
+    def seconds(self) -> float | None:
+        """The turn's time on the device, once its work has finished (timing events given), else None."""
+        return self.started.elapsed_time(self.done) / 1000 if self.started is not None and self.done else None
+
+
+class TurnGate:
+    def __init__(self, timeout_s: float = 1.0):
+        self._cv = threading.Condition()
+        self.timeout_s = timeout_s      # the engine never waits longer for a turn to queue its work
+        self.wanted: float | None = None   # device seconds of the turn a caller waits for
+        self._given: Turn | None = None
+        self._current: Turn | None = None
+        self.open = False               # the engine is idle: turns need no grant
+        self.stats = dict(given=0, idle=0, late=0)
+
+    # side work's thread ------------------------------------------------------------------------------------------
+    @contextmanager
+    def turn(self, cost_s: float):
+        """Waits for a turn for work of about `cost_s` device seconds; the turn ends at the latest on exit."""
+        with self._cv:
+            self.wanted = cost_s
+            while not self.open and self._given is None:
+                self._cv.wait()
+            turn, self._given, self.wanted = self._given or Turn(self, False), None, None
+            self.stats["given" if turn.given else "idle"] += 1
+            self._current = turn
+        try:
+            yield turn
+        finally:
+            turn.end()
+
+    def _end(self, turn: Turn, done, started) -> None:
+        with self._cv:
+            if turn.ended:
+                return
+            turn.done, turn.started, turn.ended = done, started, True
+            if self._current is turn:
+                self._current = None
+            self._cv.notify_all()
+
+    # engine thread -----------------------------------------------------------------------------------------------
+    def idle(self) -> None:
+        """The engine has nothing to run: turns go at once."""
+        with self._cv:
+            self.open = True
+            self._cv.notify_all()
+
+    def close(self):
+        """Before a step: no turn starts; one under way is waited for. Returns what the step must follow."""
+        with self._cv:
+            self.open = False
+            return self._wait(self._current)
+
+    def give(self, after):
+        """After a step (when the listeners can wait): a turn to the waiting caller. Returns what the next step
+        must follow."""
+        with self._cv:
+            if self.wanted is None or self._given is not None:
+                return None
+            self._given = Turn(self, True, after)
+            self._cv.notify_all()
+            return self._wait(self._given)
+
+    def _wait(self, turn: Turn | None):
+        if turn is None:
+            return None
+        if not self._cv.wait_for(lambda: turn.ended, self.timeout_s):
+            self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
+            return None
+        return turn.done

@@ -1,0 +1,93 @@
+"""Turns for side work (the aligner) between the engine's steps: at once while the engine is idle; after a step only
+when every generating stream has the turn's cost of audio ahead of its listener; the engine never steps during a
+turn, and a turn stuck on the host holds it back at most the gate's timeout."""
+import threading
+import time
+
+from engine import Engine, SamplingParams, SynthesisRequest
+from engine.turns import TurnGate
+
+
+def test_an_idle_engines_gate_is_open_and_close_waits_for_the_turn():
+    gate = TurnGate(timeout_s=5)
+    gate.idle()
+    closer = threading.Thread(target=gate.close)
+    with gate.turn(1.0) as turn:
+        assert not turn.given and turn.after is None
+        closer.start()
+        time.sleep(0.1)
+        assert closer.is_alive()                         # close() waits for the turn under way
+    closer.join(1)
+    assert not closer.is_alive() and gate.stats["idle"] == 1
+
+
+def test_a_busy_engine_gives_a_turn_to_a_waiting_caller_and_waits_only_for_its_launch():
+    gate = TurnGate(timeout_s=5)
+    assert gate.give("step") is None                     # no one waits: no turn
+    seen = []
+
+    def side():
+        with gate.turn(0.01) as turn:
+            seen.append((turn.given, turn.after))
+            time.sleep(0.1)
+            turn.end("queued")
+            time.sleep(0.3)                              # reading results: the engine is not held back
+    thread = threading.Thread(target=side)
+    thread.start()
+    while gate.wanted is None:
+        time.sleep(0.001)
+    t0 = time.monotonic()
+    assert gate.give("step") == "queued"
+    assert 0.09 < time.monotonic() - t0 < 0.3
+    thread.join()
+    assert seen == [(True, "step")] and gate.stats["given"] == 1
+
+
+def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
+    gate, release = TurnGate(timeout_s=0.2), threading.Event()
+
+    def side():
+        with gate.turn(0.01):
+            release.wait(5)
+    thread = threading.Thread(target=side)
+    thread.start()
+    while gate.wanted is None:
+        time.sleep(0.001)
+    t0 = time.monotonic()
+    assert gate.give("step") is None
+    assert time.monotonic() - t0 < 1 and gate.stats["late"] == 1
+    release.set()
+    thread.join()
+
+
+def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
+    """A side worker asks for 0.3 s turns all through a stream; the engine gives them only when the stream has that
+    (and a few steps) ahead of a real-time listener, does not step during one, and the listener never runs dry."""
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2).start()
+    stop, turns = threading.Event(), []
+
+    def side():
+        while not stop.is_set():
+            with engine.turns.turn(0.3) as turn:
+                steps, slack = engine.loop.steps, engine.scheduler.slack_s(time.perf_counter())
+                time.sleep(0.3)
+                turns.append((turn.given, slack, engine.loop.steps - steps))
+    try:
+        request = SynthesisRequest(text="A long enough sentence to be spoken for a while.", max_frames=120,
+                                   ignore_eos=True, sampling=SamplingParams(seed=1))
+        handle = engine.submit(request)
+        worker = threading.Thread(target=side)
+        worker.start()
+        arrivals = [(time.perf_counter(), len(c.pcm)) for c in handle.iter_blocking()]
+        stop.set()
+        worker.join(5)
+    finally:
+        engine.shutdown()
+    given = [t for t in turns if t[0]]
+    assert given, "no turn was given while the stream generated"
+    assert all(slack >= 0.3 for _, slack, _ in given)
+    assert all(steps == 0 for *_, steps in turns)
+    start, played = arrivals[0][0], 0.0                  # a player started at the first chunk never waits
+    for t, samples in arrivals:
+        assert t - start <= played + 1e-3
+        played += samples / 24000
