@@ -128,9 +128,10 @@ class Aligner:
             ids = [self._input_ids(audio_tokens(f), items[i][1]) for i, f in zip(todo, frames)]
             forwards = self.model.launch(mel, frames, ids)
             marks and marks[1].record()
-        if turn is not None:
-            turn.end(*reversed(marks))
-        for i, classes in zip(todo, self.model.read(forwards)):
+            if turn is not None:
+                turn.end(*reversed(marks))
+            classes = self.model.read(forwards)        # on the stream that made them
+        for i, classes in zip(todo, classes):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out

@@ -83,6 +83,7 @@ class AlignmentService:
                     contextlib.nullcontext() as turn:
                 t0 = time.perf_counter()
                 results = self.aligner.align_units(items, RATE, turn)
+            spent = turn.seconds() if turn is not None else None
         except Exception as exc:
             self.stats["failed"] += len(batch)
             for *_, future in batch:
@@ -92,7 +93,7 @@ class AlignmentService:
         self.stats["batches"] += 1
         self.stats["jobs"] += len(batch)
         self.stats["audio_seconds"] += audio_s
-        if turn is not None and (spent := turn.seconds()) is not None:
+        if spent is not None:
             self.stats["device_seconds"] += spent
             self.per_audio_s = 0.8 * self.per_audio_s + 0.2 * max(0.0, spent - self.fixed_s) / audio_s
         for (*_, future), result in zip(batch, results):

@@ -22,7 +22,10 @@ class Turn:
 
     def seconds(self) -> float | None:
         """The turn's time on the device, once its work has finished (timing events given), else None."""
-        return self.started.elapsed_time(self.done) / 1000 if self.started is not None and self.done else None
+        if self.started is None or self.done is None:
+            return None
+        self.done.synchronize()
+        return self.started.elapsed_time(self.done) / 1000
 
 
 class TurnGate:
