@@ -14,7 +14,7 @@ from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
-from .features import HOP, SAMPLE_RATE, log_mels, resampled_length
+from .features import HOP, SAMPLE_RATE, log_mels, mel_shape, resampled_length
 from .model import AlignerModel
 from .text import segment
 
@@ -110,8 +110,9 @@ class Aligner:
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
-        than 16 kHz is resampled on the device. `turn` (engine/turns.py): the forward's kernels follow its `after`
-        and are ended with its `end` once queued, before the results are read."""
+        than 16 kHz is resampled on the device. `turn`: called once the host's work is done, a context manager for
+        the device's (engine/turns.py: the forward's kernels follow the turn's `after`, and end it once queued,
+        before the results are read)."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -119,17 +120,20 @@ class Aligner:
         audios = [np.asarray(items[i][0], np.float32).reshape(-1) for i in todo]
         if (short := min(resampled_length(len(a), sample_rate) for a in audios)) < HOP:
             raise ValueError(f"audio of {short} samples at 16 kHz is too short to align (at least {HOP})")
-        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+        frames, width = mel_shape([len(a) for a in audios], sample_rate)
+        plan = self.model.plan(frames, width, [self._input_ids(audio_tokens(f), items[i][1])
+                                               for i, f in zip(todo, frames)])
+        with turn() if turn is not None else contextlib.nullcontext() as now, \
+                torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
             marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
-            if turn is not None and turn.after is not None:
-                self.stream.wait_event(turn.after)
+            if now is not None and now.after is not None:
+                self.stream.wait_event(now.after)
             marks and marks[0].record()
-            mel, frames = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)
-            ids = [self._input_ids(audio_tokens(f), items[i][1]) for i, f in zip(todo, frames)]
-            forwards = self.model.launch(mel, frames, ids)
+            mel = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)[0]
+            forwards = self.model.launch(mel, plan)
             marks and marks[1].record()
-            if turn is not None:
-                turn.end(*reversed(marks))
+            if now is not None:
+                now.end(*reversed(marks))
             classes = self.model.read(forwards)        # on the stream that made them
         for i, classes in zip(todo, classes):
             ms = repair([c * self.cfg.segment_ms for c in classes])

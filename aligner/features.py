@@ -96,6 +96,13 @@ def padded(audios: list[np.ndarray], device) -> torch.Tensor:
     return flat[torch.where(t < sizes[:, None], (sizes.cumsum(0) - sizes)[:, None] + t, len(flat) - 1)]
 
 
+def mel_shape(samples: list[int], rate: int) -> tuple[list[int], int]:
+    """log_mels' frame count of each audio (of `samples` at `rate`) and the width of their batch's mel, known on the
+    host before it runs."""
+    lengths = [resampled_length(n, rate) for n in samples]
+    return [n // HOP for n in lengths], max(lengths) // HOP + 1
+
+
 def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[torch.Tensor, list[int]]:
     """Mono float32 audios at `rate` -> their log-mel [batch, n_mels, frames] (a row's frames past its own count
     are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
@@ -109,7 +116,7 @@ def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[
     window = torch.hann_window(N_FFT, device=device)
     power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
     logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
-    frames = [length // HOP for length in lengths]
+    frames = mel_shape([len(a) for a in audios], rate)[0]
     live = torch.arange(logs.shape[-1], device=device)[None, :] < (n // HOP)[:, None]
     top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
     return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames

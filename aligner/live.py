@@ -75,7 +75,8 @@ class LiveWords:
                     except TimeoutError:
                         pass
                     continue
-                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job)), self.timeout)
+                due = self.first_audio + job.start       # a real-time player reaches the window then
+                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job, due)), self.timeout)
                 words = self.stream.apply(job, spans)
                 self.progress.set()
                 if words and self.on_words:

@@ -78,28 +78,33 @@ class AlignerModel(nn.Module):
     def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
         placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position."""
-        return self.read(self.launch(mel, frames, ids))
+        return self.read(self.launch(mel, self.plan(frames, mel.shape[-1], ids)))
 
-    @torch.inference_mode()
-    def launch(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list:
-        """classify's forwards, queued on the device (a batch beyond the largest graphs takes several): read() them."""
+    def plan(self, frames: list[int], width: int, ids: list[list[int]]) -> list[tuple[int, int, Layout]]:
+        """The layouts of classify's forwards, built on the host (items [start, end) each): a batch beyond the
+        largest graphs takes several. `width`: the batch mel's frames."""
         out, start, fit = [], 0, Fit()
         for i, (f, x) in enumerate(zip(frames, ids)):
             if not fit.add(f, len(x)) and i > start:
-                out.append(self._classify(mel[start:i], frames[start:i], ids[start:i]))
+                out.append((start, i))
                 start, fit = i, Fit()
                 fit.add(f, len(x))
-        return out + [self._classify(mel[start:], frames[start:], ids[start:])]
+        return [(a, b, Layout.build(frames[a:b], width, ids[a:b], self.cfg.audio_token, self.cfg.timestamp_token))
+                for a, b in out + [(start, len(ids))]]
+
+    @torch.inference_mode()
+    def launch(self, mel: torch.Tensor, plan: list[tuple[int, int, Layout]]) -> list:
+        """The planned forwards, queued on the device: read() them."""
+        out = []
+        for a, b, lay in plan:
+            encoder, text = self.inputs(lay, mel[a:b])
+            audio = self.encode(len(lay.windows), *encoder)
+            out.append((self.decode(lay.ids.shape, *text, audio).flatten(), lay.stamps))
+        return out
 
     @staticmethod
     def read(forwards: list) -> list[list[int]]:
         return [row[s].tolist() for classes, stamps in forwards for row in [classes.cpu().numpy()] for s in stamps]
-
-    def _classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> tuple:
-        lay = Layout.build(frames, mel.shape[-1], ids, self.cfg.audio_token, self.cfg.timestamp_token)
-        encoder, text = self.inputs(lay, mel)
-        audio = self.encode(len(lay.windows), *encoder)
-        return self.decode(lay.ids.shape, *text, audio).flatten(), lay.stamps
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the

@@ -17,12 +17,14 @@ class AlignmentUnavailable(RuntimeError):
 
 class AlignmentService:
     def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 256.0, max_queue: int = 1024,
-                 turns=None):
+                 turns=None, gather: float = 0.25, gather_margin: float = 0.6):
         """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
         ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
-        rows of 8 s): the larger the forward, the less it costs per second of audio, the longer a turn it needs."""
+        rows of 8 s): the larger the forward, the less it costs per second of audio, the longer a turn it needs. A
+        forward waits up to `gather` s for more jobs, and not past `gather_margin` s before its jobs' earliest due
+        time."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
-        self.turns = turns
+        self.turns, self.gather, self.gather_margin = turns, gather, gather_margin
         self.fixed_s, self.per_audio_s = 0.004, 0.0004    # a forward's device time: learnt from its turns
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.later = None                         # the job that did not fit the last batch
@@ -34,11 +36,12 @@ class AlignmentService:
         self.thread.start()
         return self
 
-    def submit(self, job) -> Future:
-        """A Job (stream.py) -> a Future of its (start, end) spans."""
+    def submit(self, job, due: float | None = None) -> Future:
+        """A Job (stream.py) -> a Future of its (start, end) spans; `due`: when (time.monotonic) its words are
+        needed (None: at once)."""
         future = Future()
         try:
-            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future))
+            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future, due))
         except queue.Full:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
@@ -57,10 +60,12 @@ class AlignmentService:
         first, self.later = self.later or self.jobs.get(), None
         if first is None:
             return None
-        batch, samples = [first], len(first[0])
+        batch, samples, due, start = [first], len(first[0]), first[3], time.monotonic()
         while len(batch) < self.max_batch:
+            now = time.monotonic()
+            wait = 0.0 if due is None else min(due - self.gather_margin, start + self.gather) - now
             try:
-                item = self.jobs.get_nowait()
+                item = self.jobs.get(timeout=wait) if wait > 0 else self.jobs.get_nowait()
             except queue.Empty:
                 break
             if item is None:                      # stop after this batch
@@ -71,22 +76,28 @@ class AlignmentService:
                 break
             batch.append(item)
             samples += len(item[0])
+            due = None if due is None or item[3] is None else min(due, item[3])
         return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
 
     def _align(self, batch: list) -> None:
         if not batch:
             return
         audio_s = sum(len(audio) for audio, *_ in batch) / RATE
-        items = [(audio, units) for audio, units, _ in batch]
+        items = [(audio, units) for audio, units, *_ in batch]
+        taken = []
+
+        @contextlib.contextmanager
+        def turn():                               # the aligner takes it once its host work is done
+            with self.turns.turn(self.fixed_s + self.per_audio_s * audio_s) as t:
+                taken.append(t)
+                yield t
+        t0 = time.perf_counter()
         try:
-            with self.turns.turn(self.fixed_s + self.per_audio_s * audio_s) if self.turns else \
-                    contextlib.nullcontext() as turn:
-                t0 = time.perf_counter()
-                results = self.aligner.align_units(items, RATE, turn)
-            spent = turn.seconds() if turn is not None else None
+            results = self.aligner.align_units(items, RATE, turn if self.turns else None)
+            spent = taken[0].seconds() if taken else None
         except Exception as exc:
             self.stats["failed"] += len(batch)
-            for *_, future in batch:
+            for _, _, future, _ in batch:
                 future.set_exception(AlignmentUnavailable(f"alignment failed: {exc.__class__.__name__}: {exc}"))
             return
         self.stats["busy_seconds"] += time.perf_counter() - t0
@@ -96,5 +107,5 @@ class AlignmentService:
         if spent is not None:
             self.stats["device_seconds"] += spent
             self.per_audio_s = 0.8 * self.per_audio_s + 0.2 * max(0.0, spent - self.fixed_s) / audio_s
-        for (*_, future), result in zip(batch, results):
+        for (_, _, future, _), result in zip(batch, results):
             future.set_result(result)

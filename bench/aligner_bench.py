@@ -181,13 +181,13 @@ class EvenSpeaker:
     def __init__(self, service, text: str, seconds: float):
         self.service, self.truth = service, even_speaker(text, seconds)
 
-    def submit(self, job) -> Future:
+    def submit(self, job, due=None) -> Future:
         out = Future()
 
         def answer(done: Future) -> None:
             if not out.cancelled():
                 out.set_exception(done.exception()) if done.exception() else out.set_result(stand_in(job, self.truth))
-        self.service.submit(job).add_done_callback(answer)
+        self.service.submit(job, due).add_done_callback(answer)
         return out
 
 
@@ -232,7 +232,9 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
     await asyncio.gather(*(worker() for _ in range(c)))
     wall = time.perf_counter() - t0
     cpu = {name: round((t - cpu.get(name, 0.0)) / wall, 3) for name, t in thread_cpu().items()}
-    row = dict(concurrency=c, align=service is not None, **summarize(records, wall), thread_cpu=cpu, **probe.take(),
+    audio_wall = max(r.arrivals[-1] for r in records) - t0    # the TTS's part: words may settle later
+    row = dict(concurrency=c, align=service is not None, **summarize(records, audio_wall), settled_wall_s=wall,
+               thread_cpu=cpu, **probe.take(),
                frames_per_step=(engine.loop.frames_total - frames) / max(1, engine.loop.steps - steps))
     if leads:
         busy, device, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "device_seconds",
@@ -307,7 +309,8 @@ def main():
                                             f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s "
                                             f"({row['aligner_device_ms_per_aligned_s']:.3f} on the device per "
                                             f"aligned s), turns {row['turns_given']}/{row['turns_idle']}/"
-                                            f"{row['turns_late']} (given/idle/late), aligned "
+                                            f"{row['turns_late']} (given/idle/late), engine waited {row['turns_engine_wait_s']:.2f} s, "
+                                            f"first stalls at {row['first_stall_p10_p50_p90_s']} s, aligned "
                                             f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
                                             f"jobs per forward, {row['frames_per_step']:.0f} frames per step")
             print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "

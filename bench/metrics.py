@@ -35,6 +35,15 @@ class StreamRecord:
             play_end += n / SAMPLE_RATE
         return stall
 
+    def first_stall_s(self) -> float | None:
+        """Where the player first runs dry, seconds after the first chunk (None: never)."""
+        play_end = self.arrivals[0]
+        for t, n in zip(self.arrivals, self.samples):
+            if t > play_end + 1e-3:
+                return play_end - self.arrivals[0]
+            play_end = max(play_end, t) + n / SAMPLE_RATE
+        return None
+
     @property
     def viable(self) -> bool:
         """Every chunk arrives before a player started at the first chunk needs it (no stall)."""
@@ -45,9 +54,11 @@ def summarize(records: list[StreamRecord], wall_s: float) -> dict:
     ttfa = np.array([r.ttfa for r in records]) * 1000
     rtf = np.array([r.rtf for r in records])
     audio = sum(r.audio_s for r in records)
+    stalls = [t for r in records if (t := r.first_stall_s()) is not None]
     return dict(streams=len(records), ttfa_p50_ms=float(np.percentile(ttfa, 50)),
                 ttfa_p90_ms=float(np.percentile(ttfa, 90)), ttfa_p99_ms=float(np.percentile(ttfa, 99)),
                 rtf_p50=float(np.percentile(rtf, 50)), rtf_p90=float(np.percentile(rtf, 90)),
                 viability=float(np.mean([r.viable for r in records])),
                 underrun_s_mean=float(np.mean([r.underrun_s() for r in records])),
+                first_stall_p10_p50_p90_s=[float(np.percentile(stalls, q)) for q in (10, 50, 90)] if stalls else None,
                 audio_s_per_s=audio / wall_s, chars_per_s=sum(r.chars for r in records) / wall_s, wall_s=wall_s)

@@ -6,6 +6,7 @@ least the turn's cost and a few steps ahead of its listener, and whenever the en
 the device by events: a turn's kernels follow the engine's queued step (`after`), the next step follows the turn's
 kernels (`done`). Threads wait only while a turn queues its kernels, never for the device to run them."""
 import threading
+import time
 from contextlib import contextmanager
 
 
@@ -36,7 +37,7 @@ class TurnGate:
         self._given: Turn | None = None
         self._current: Turn | None = None
         self.open = False               # the engine is idle: turns need no grant
-        self.stats = dict(given=0, idle=0, late=0)
+        self.stats = dict(given=0, idle=0, late=0, engine_wait_s=0.0)
 
     # side work's thread ------------------------------------------------------------------------------------------
     @contextmanager
@@ -89,7 +90,10 @@ class TurnGate:
     def _wait(self, turn: Turn | None):
         if turn is None:
             return None
-        if not self._cv.wait_for(lambda: turn.ended, self.timeout_s):
+        t0 = time.perf_counter()
+        ended = self._cv.wait_for(lambda: turn.ended, self.timeout_s)
+        self.stats["engine_wait_s"] += time.perf_counter() - t0
+        if not ended:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
             return None
         return turn.done

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from aligner import Aligner, graphs, layout
 from aligner import model as aligner_model
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
-from aligner.features import log_mels
+from aligner.features import log_mels, mel_shape
 from aligner.layout import ROWS, WIDTHS, Fit, Layout, bucket
 from aligner.text import segment
 
@@ -92,12 +92,16 @@ def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
     mel, frames = log_mels([np.zeros(16000 * 3, np.float32)] * 5, 16000, aligner.cfg.audio.num_mel_bins, "cpu")
     ids = [aligner._input_ids(audio_tokens(f), ["a", "b"]) for f in frames]
     whole = aligner.model.classify(mel, frames, ids)
-    sizes = []
     monkeypatch.setattr(Fit, "rows", 1)               # one encoder row: two 3 s windows
-    original = type(aligner.model)._classify
-    monkeypatch.setattr(type(aligner.model), "_classify",
-                        lambda self, m, f, i: sizes.append(len(i)) or original(self, m, f, i))
-    assert aligner.model.classify(mel, frames, ids) == whole and sizes == [2, 2, 1]
+    assert [b - a for a, b, _ in aligner.model.plan(frames, mel.shape[-1], ids)] == [2, 2, 1]
+    assert aligner.model.classify(mel, frames, ids) == whole
+
+
+def test_the_mels_shape_is_known_before_they_are_computed(aligner):
+    for rate, seconds in [(24000, [0.5, 3.3, 1.0]), (16000, [2.0]), (22050, [0.31, 0.3])]:
+        audios = [np.zeros(int(s * rate), np.float32) for s in seconds]
+        mel, frames = log_mels(audios, rate, aligner.cfg.audio.num_mel_bins, "cpu")
+        assert mel_shape([len(a) for a in audios], rate) == (frames, mel.shape[-1])
 
 
 def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):

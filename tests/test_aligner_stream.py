@@ -309,3 +309,34 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
     assert forwards == [[1, 2, 2], [3, 1, 1], [4], [6]]      # a job longer than the bound goes alone
     service.close()
     assert not service.thread.is_alive()
+
+
+def test_service_gathers_jobs_while_their_due_times_allow():
+    """A forward waits up to `gather` s for more jobs, never past `gather_margin` before its earliest due time;
+    jobs due at once (or soon) go out at once."""
+    import time
+
+    from aligner import AlignmentService
+    from aligner.stream import Job
+    from aligner.text import Unit
+
+    forwards = []
+
+    class Recorder:
+        def align_units(self, items, rate, turn=None):
+            forwards.append([len(audio) // rate for audio, _ in items])
+            return [[(0.0, 1.0)] * len(units) for audio, units in items]
+
+    service = AlignmentService(Recorder(), max_batch=8, max_batch_seconds=60.0, gather=0.4, gather_margin=0.5)
+    service.start()
+    job = lambda s: Job(np.zeros(s * 24000, np.float32), [Unit("a", 0, 1)], 0.0, False, True)
+    far = time.monotonic() + 30
+    first = service.submit(job(1), far)
+    time.sleep(0.1)
+    second = service.submit(job(2), far)
+    assert first.result(5) and second.result(5) and forwards == [[1, 2]]     # gathered
+    soon = service.submit(job(3), time.monotonic() + 0.5)
+    time.sleep(0.2)
+    now = service.submit(job(4))
+    assert soon.result(5) and now.result(5) and forwards[1:] == [[3], [4]]   # no time to gather
+    service.close()
