@@ -209,6 +209,7 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early) -
     async for chunk in handle:
         rec.arrivals.append(time.perf_counter())
         rec.samples.append(len(chunk.pcm))
+        rec.sent.append(chunk.sent_at)
         if live is not None:
             audio_done += [True] * chunk.final
             live.add_audio(chunk.pcm, chunk.final)
@@ -310,11 +311,12 @@ def main():
                                             f"({row['aligner_device_ms_per_aligned_s']:.3f} on the device per "
                                             f"aligned s), turns {row['turns_given']}/{row['turns_idle']}/"
                                             f"{row['turns_late']} (given/idle/late), engine waited {row['turns_engine_wait_s']:.2f} s, "
-                                            f"first stalls at {row['first_stall_p10_p50_p90_s']} s, aligned "
+                                            f"aligned "
                                             f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
                                             f"jobs per forward, {row['frames_per_step']:.0f} frames per step")
             print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "
-                  f"{row['interpreter_wait_p90_ms']:.2f} ms | viable {row['viability']:.3f} | rtf p50 "
+                  f"{row['interpreter_wait_p90_ms']:.2f} ms | viable {row['viability']:.3f} (as sent "
+                  f"{row['viability_engine']:.3f}, first stalls {row['first_stall_p10_p50_p90_s']}) | rtf p50 "
                   f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
                   f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)
             if profiler is not None and svc is not None:

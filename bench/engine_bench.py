@@ -23,6 +23,7 @@ async def one_stream(engine, text: str, frames: int, chunk_frames, records: list
     async for chunk in handle:
         rec.arrivals.append(time.perf_counter())
         rec.samples.append(len(chunk.pcm))
+        rec.sent.append(chunk.sent_at)
     records.append(rec)
 
 

@@ -11,6 +11,7 @@ class StreamRecord:
     submitted: float
     arrivals: list[float] = field(default_factory=list)   # perf_counter at each chunk
     samples: list[int] = field(default_factory=list)      # samples in each chunk
+    sent: list[float] = field(default_factory=list)       # perf_counter when the engine sent each chunk (if known)
     chars: int = 0
 
     @property
@@ -25,10 +26,12 @@ class StreamRecord:
     def rtf(self) -> float:
         return (self.arrivals[-1] - self.submitted) / max(self.audio_s, 1e-9)
 
-    def underrun_s(self) -> float:
-        """Stall time of a real-time player that starts at the first chunk and waits whenever it runs dry."""
-        play_end, stall = self.arrivals[0], 0.0
-        for t, n in zip(self.arrivals, self.samples):
+    def underrun_s(self, times: list[float] | None = None) -> float:
+        """Stall time of a real-time player that starts at the first chunk and waits whenever it runs dry (chunks
+        at their `times`: default, their arrivals)."""
+        times = times or self.arrivals
+        play_end, stall = times[0], 0.0
+        for t, n in zip(times, self.samples):
             if t > play_end:
                 stall += t - play_end
                 play_end = t
@@ -60,5 +63,7 @@ def summarize(records: list[StreamRecord], wall_s: float) -> dict:
                 rtf_p50=float(np.percentile(rtf, 50)), rtf_p90=float(np.percentile(rtf, 90)),
                 viability=float(np.mean([r.viable for r in records])),
                 underrun_s_mean=float(np.mean([r.underrun_s() for r in records])),
+                viability_engine=float(np.mean([r.underrun_s(r.sent) <= 1e-3 for r in records]))
+                if all(r.sent for r in records) else None,
                 first_stall_p10_p50_p90_s=[float(np.percentile(stalls, q)) for q in (10, 50, 90)] if stalls else None,
                 audio_s_per_s=audio / wall_s, chars_per_s=sum(r.chars for r in records) / wall_s, wall_s=wall_s)

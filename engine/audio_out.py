@@ -54,6 +54,6 @@ class AudioOut:
             codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
             audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
             s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
-                                        s.finish_reason if final else None))
+                                        s.finish_reason if final else None, now))
             if final:
                 self.scheduler.finish(s, s.finish_reason)

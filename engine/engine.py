@@ -151,7 +151,7 @@ class Engine:
         cost = self.turns.wanted
         if cost is None:
             return
-        need = cost + max(0.12, 3 * self.loop.step_s)   # the turn, then the next step and its audio's read
+        need = 1.5 * cost + max(0.15, 3 * self.loop.step_s)   # the turn, the next step and its audio's read
         if self.scheduler.slack_s(time.perf_counter()) < need:
             return
         self.loop.audio.send(need)

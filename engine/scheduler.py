@@ -3,6 +3,8 @@ from collections import deque
 
 from .sequence import Sequence, Status
 
+LOW_BUFFER_S = 0.3
+
 
 class Scheduler:
     def __init__(self, max_seqs: int, max_prefill_tokens: int, kv):
@@ -25,20 +27,25 @@ class Scheduler:
         """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
         return any(s.pending for s in self.running)
 
-    def slack_s(self, now: float) -> float:
+    def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still
-        generating (0 while a stream waits for its first chunk or for a free slot)."""
-        if self.free_slots and any(s.text_ids or s.closed for s in self.waiting):
+        generating (0 while a stream waits for its first chunk, or for a free slot); `listening`: only streams
+        whose listener has started."""
+        if not listening and self.free_slots and any(s.text_ids or s.closed for s in self.waiting):
             return 0.0
-        return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready()),
-                   default=float("inf"))
+        return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready() and
+                    (s.first_sent_at is not None or not listening)), default=float("inf"))
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
 
-    def admit(self, build_prompt) -> tuple[list[Sequence], list]:
-        """Waiting sequences whose prompt is ready, within the slot, KV and prefill-token budgets."""
+    def admit(self, build_prompt, now: float) -> tuple[list[Sequence], list]:
+        """Waiting sequences whose prompt is ready, within the slot, KV and prefill-token budgets. While a listener
+        has little audio, a quarter of the prefill budget: a long prefill step would leave it dry."""
         seqs, prompts, tokens = [], [], 0
+        budget = self.max_prefill_tokens
+        if self.waiting and self.free_slots and self.slack_s(now, listening=True) < LOW_BUFFER_S:
+            budget //= 4
         for seq in list(self.waiting):
             if not self.free_slots:
                 break
@@ -46,7 +53,7 @@ class Scheduler:
             if prompt is None:
                 continue
             n = prompt.rows.shape[0]
-            if seqs and tokens + n > self.max_prefill_tokens or not self.kv.can_grow(seq, n + 1):
+            if seqs and tokens + n > budget or not self.kv.can_grow(seq, n + 1):
                 break
             self.waiting.remove(seq)
             self.kv.grow(seq, n)            # taken now: the next candidate sees only the blocks still free

@@ -111,7 +111,7 @@ class StepLoop:
         self.steps += 1
         started = time.perf_counter()
         with self._stage("prefill"):
-            seqs, prompts = sched.admit(self._prompt)
+            seqs, prompts = sched.admit(self._prompt, started)
             for s, p in zip(seqs, prompts):
                 s.fed, s.eos_fed = p.consumed, p.eos_consumed
             if seqs:
@@ -154,7 +154,7 @@ class StepLoop:
             if frames is not None:
                 self.audio.add(ready, kept, frames)
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
-            self.audio.flush(margin_s=max(0.12, 3 * self.step_s))   # a few steps of audio stay at the listener
+            self.audio.flush(margin_s=max(0.3, 4 * self.step_s))   # a few steps of audio stay at the listener
 
     def drop_in_flight(self) -> None:
         """After a failed step: nothing of it is read."""
