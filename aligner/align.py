@@ -14,7 +14,7 @@ from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
-from .features import HOP, SAMPLE_RATE, log_mels, mel_shape, resampled_length
+from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
 from .model import AlignerModel
 from .text import segment
 
@@ -123,13 +123,14 @@ class Aligner:
         frames, width = mel_shape([len(a) for a in audios], sample_rate)
         plan = self.model.plan(frames, width, [self._input_ids(audio_tokens(f), items[i][1])
                                                for i, f in zip(todo, frames)])
+        staged = joined(audios, pin=self.stream is not None)    # the audio's host copies, before the turn too
         with turn() if turn is not None else contextlib.nullcontext() as now, \
                 torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
             marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
             if now is not None and now.after is not None:
                 self.stream.wait_event(now.after)
             marks and marks[0].record()
-            mel = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device)[0]
+            mel = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
             forwards = self.model.launch(mel, plan)
             marks and marks[1].record()
             if now is not None:

@@ -87,10 +87,16 @@ def reflect_index(lengths: torch.Tensor, width: int, pad: int) -> torch.Tensor:
     return torch.where(t < n + pad, torch.minimum(index.clamp(min=0), n - 1), 0)
 
 
-def padded(audios: list[np.ndarray], device) -> torch.Tensor:
-    """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio, the rows laid out
-    there (no batch-sized arrays built on the host)."""
-    flat = upload(np.concatenate(audios + [np.zeros(1, np.float32)]), device=device)
+def joined(audios: list[np.ndarray], pin: bool = False) -> torch.Tensor:
+    """The audios end to end and a zero, on the host (`pin`: in pinned memory, ready for an upload that queues)."""
+    flat = torch.from_numpy(np.concatenate(audios + [np.zeros(1, np.float32)]))
+    return flat.pin_memory() if pin else flat
+
+
+def padded(audios: list[np.ndarray], device, staged: torch.Tensor | None = None) -> torch.Tensor:
+    """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio (`staged`: joined()
+    already), the rows laid out there (no batch-sized arrays built on the host)."""
+    flat = upload(joined(audios) if staged is None else staged, device=device)
     sizes = upload([len(a) for a in audios], device=device)
     t = torch.arange(max(map(len, audios)), device=device)[None, :]
     return flat[torch.where(t < sizes[:, None], (sizes.cumsum(0) - sizes)[:, None] + t, len(flat) - 1)]
@@ -103,13 +109,14 @@ def mel_shape(samples: list[int], rate: int) -> tuple[list[int], int]:
     return [n // HOP for n in lengths], max(lengths) // HOP + 1
 
 
-def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device) -> tuple[torch.Tensor, list[int]]:
+def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device,
+             staged: torch.Tensor | None = None) -> tuple[torch.Tensor, list[int]]:
     """Mono float32 audios at `rate` -> their log-mel [batch, n_mels, frames] (a row's frames past its own count
     are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
     peak-normalized where louder than 1."""
     lengths = [resampled_length(len(a), rate) for a in audios]
     n = upload(lengths, device=device)
-    x = resample(padded(audios, device), rate)
+    x = resample(padded(audios, device, staged), rate)
     valid = torch.arange(x.shape[1], device=device)[None, :] < n[:, None]
     x = x / (x.abs() * valid).amax(1, keepdim=True).clamp(min=1.0)
     x = x.clamp(-1.0, 1.0).gather(1, reflect_index(n, x.shape[1], N_FFT // 2))

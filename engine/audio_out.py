@@ -26,7 +26,7 @@ class AudioOut:
         self.in_flight.append((streams, kept, copy))
         self.hold = len(streams) >= self.read_later_from
 
-    def flush(self, margin_s: float) -> None:
+    def flush(self, margin_s: float, first: int = 1) -> None:
         """Reads the copies that are due into their streams, then sends every chunk that is due."""
         keep, self.hold = int(self.hold), False
         while len(self.in_flight) > keep:
@@ -35,15 +35,16 @@ class AudioOut:
             for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
                 s.unread -= 1
                 s.pending.append((row, audio))
-        self.send(margin_s)
+        self.send(margin_s, first)
 
-    def send(self, margin_s: float) -> None:
-        """Sends every chunk that is due: full, final, or its listener has less than `margin_s` of audio left."""
+    def send(self, margin_s: float, first: int = 1) -> None:
+        """Sends every chunk that is due: full (a first chunk: at least `first` frames), final, or its listener has
+        less than `margin_s` of audio left."""
         now = time.perf_counter()
         for s in list(self.scheduler.running):
-            if not s.should_send(now, margin_s):
+            if not s.should_send(now, margin_s, first):
                 continue
-            n = min(len(s.pending), s.chunk_size())
+            n = min(len(s.pending), s.chunk_size(first))
             frames, s.pending = s.pending[:n], s.pending[n:]
             final = bool(s.finish_reason) and not s.pending and not s.unread
             start = s.frames - s.unread - len(s.pending) - n

@@ -27,11 +27,15 @@ class Scheduler:
         """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
         return any(s.pending for s in self.running)
 
+    def admitting(self) -> bool:
+        """A waiting sequence can join now (it has text and a slot is free)."""
+        return bool(self.free_slots) and any(s.text_ids or s.closed for s in self.waiting)
+
     def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still
         generating (0 while a stream waits for its first chunk, or for a free slot); `listening`: only streams
         whose listener has started."""
-        if not listening and self.free_slots and any(s.text_ids or s.closed for s in self.waiting):
+        if not listening and self.admitting():
             return 0.0
         return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready() and
                     (s.first_sent_at is not None or not listening)), default=float("inf"))
@@ -44,7 +48,7 @@ class Scheduler:
         has little audio, a quarter of the prefill budget: a long prefill step would leave it dry."""
         seqs, prompts, tokens = [], [], 0
         budget = self.max_prefill_tokens
-        if self.waiting and self.free_slots and self.slack_s(now, listening=True) < LOW_BUFFER_S:
+        if self.admitting() and self.slack_s(now, listening=True) < LOW_BUFFER_S:
             budget //= 4
         for seq in list(self.waiting):
             if not self.free_slots:

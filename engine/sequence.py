@@ -66,9 +66,10 @@ class Sequence:
     def text_ready(self) -> bool:
         return self.fed < len(self.feed) or self.closed
 
-    def chunk_size(self) -> int:
+    def chunk_size(self, first: int = 1) -> int:
+        """Frames in the next chunk: the request's schedule; at least `first` in the first one."""
         sizes = self.request.chunk_frames
-        return sizes[min(self.chunks, len(sizes) - 1)]
+        return sizes[min(self.chunks, len(sizes) - 1)] if self.chunks else max(sizes[0], first)
 
     def buffered_s(self, now: float) -> float:
         """Audio a real-time player started at the first chunk still has queued."""
@@ -80,8 +81,8 @@ class Sequence:
         """buffered_s, with the frames on the host not sent yet (0 before the first chunk)."""
         return 0.0 if self.first_sent_at is None else self.buffered_s(now) + len(self.pending) * 1920 / 24000
 
-    def should_send(self, now: float, margin_s: float) -> bool:
-        if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size():
+    def should_send(self, now: float, margin_s: float, first: int = 1) -> bool:
+        if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size(first):
             return True
         return bool(self.pending) and self.request.adaptive_chunks and self.first_sent_at is not None \
             and self.buffered_s(now) < margin_s
