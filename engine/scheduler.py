@@ -20,8 +20,7 @@ class Scheduler:
     def has_work(self) -> bool:
         """Something to compute or to finish now. A waiting sequence with no text yet (or no free slot), or a
         running one waiting for text, needs no step."""
-        return any(s.has_c0 or s.text_ready() or s.finish_reason for s in self.running) or \
-            bool(self.free_slots) and any(s.text_ids or s.closed for s in self.waiting)
+        return any(s.has_c0 or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
         """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
