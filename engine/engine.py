@@ -151,12 +151,15 @@ class Engine:
         cost = self.turns.wanted
         if cost is None:
             return
-        need = 1.5 * cost + max(0.15, 3 * self.loop.step_s)   # the turn, the next step and its audio's read
-        if self.scheduler.slack_s(time.perf_counter()) < need:
+        reserve = max(0.15, 3 * self.loop.step_s)          # the next step and its audio's read
+        slack = self.scheduler.slack_s(time.perf_counter())
+        if slack < 1.5 * cost + reserve:
             return
-        self.loop.audio.send(need)
+        self.loop.audio.send(slack)
         cuda = self.model.device.type == "cuda"
-        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None))
+        # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
+        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,
+                                     max(0.01, slack - reserve - cost)))
 
     @staticmethod
     def _follow(done) -> None:

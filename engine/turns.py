@@ -77,21 +77,21 @@ class TurnGate:
             self.open = False
             return self._wait(self._current)
 
-    def give(self, after):
+    def give(self, after, spare_s: float | None = None):
         """After a step (when the listeners can wait): a turn to the waiting caller. Returns what the next step
-        must follow."""
+        must follow; None if the turn did not queue its work within `spare_s` (then it runs beside the step)."""
         with self._cv:
             if self.wanted is None or self._given is not None:
                 return None
             self._given = Turn(self, True, after)
             self._cv.notify_all()
-            return self._wait(self._given)
+            return self._wait(self._given, spare_s)
 
-    def _wait(self, turn: Turn | None):
+    def _wait(self, turn: Turn | None, timeout_s: float | None = None):
         if turn is None:
             return None
         t0 = time.perf_counter()
-        ended = self._cv.wait_for(lambda: turn.ended, self.timeout_s)
+        ended = self._cv.wait_for(lambda: turn.ended, min(self.timeout_s, timeout_s or self.timeout_s))
         self.stats["engine_wait_s"] += time.perf_counter() - t0
         if not ended:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
