@@ -154,9 +154,9 @@ class StepLoop:
             if frames is not None:
                 self.audio.add(ready, kept, frames)
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
-            # A few steps of audio stay at the listener; while more streams wait to join, the steps that prefill
-            # them can outlast a frame of audio: a first chunk then holds two.
-            self.audio.flush(max(0.3, 4 * self.step_s), first=2 if sched.admitting() else 1)
+            # A few steps of audio stay at the listener. In a burst of new streams (several joined, or more wait to
+            # join) the steps that follow can outlast a frame of audio: a first chunk then holds two.
+            self.audio.flush(max(0.3, 4 * self.step_s), first=2 if len(seqs) > 1 or sched.admitting() else 1)
 
     def drop_in_flight(self) -> None:
         """After a failed step: nothing of it is read."""
