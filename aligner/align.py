@@ -94,8 +94,9 @@ class Aligner:
         tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         net = net.to(device, dtype).eval()
         net.pack()
-        # Forwards run on a stream of their own at the lowest priority: beside the engine (at the highest), the
-        # aligner's kernels take the SMs the engine's leave idle and never hold a step back for a whole forward.
+        # Forwards run on a stream of their own, at the lowest priority: in the gateway they run in turns between the
+        # engine's steps (engine/turns.py); where they do run beside a step (no turns, or a turn the engine stopped
+        # waiting for), its kernels keep the SMs first.
         stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
             net.capture(stream)
