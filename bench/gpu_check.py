@@ -9,7 +9,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
-from engine import paged_attention  # noqa: E402
+from engine import dense_attention, paged_attention, skinny  # noqa: E402
 
 
 def check_kernel() -> None:
@@ -50,6 +50,35 @@ def check_snake() -> None:
     assert worst < 1e-5
 
 
+def check_skinny() -> None:
+    """The few-row layer kernels and the predictor's dense attention against the torch math, at the 1.7B's shapes."""
+    from engine import fused
+    da = dense_attention
+    torch.manual_seed(0)
+    hidden, heads, kv_heads, d, inter = 2048, 16, 8, 128, 6144
+    for dtype in (torch.float32, torch.bfloat16):
+        r = lambda *shape, s=1.0: (s * torch.randn(*shape, device="cuda")).to(dtype)
+        worst = {}
+        for m in (1, 5, 16):
+            x, attn, nw, qn, kn = r(m, hidden), r(m, heads * d), 1 + r(hidden, s=0.1), 1 + r(d, s=0.1), 1 + r(d, s=0.1)
+            angles = torch.randint(0, 900, (m, 1), device="cuda") * 1e6 ** (-torch.arange(0, d, 2, device="cuda") / d)
+            cos, sin = (torch.cat((angles, angles), -1).cos().to(dtype), torch.cat((angles, angles), -1).sin().to(dtype))
+            inputs = (x, nw, r((heads + 2 * kv_heads) * d, hidden, s=0.03), heads * d, qn, kn, cos, sin, 1e-6, d)
+            mlp = (x, attn, r(hidden, heads * d, s=0.03), nw, r(2 * inter, hidden, s=0.03), r(hidden, inter, s=0.03), 1e-6)
+            pairs = list(zip("qkv", skinny.attention_inputs(*inputs), fused.attention_inputs(*inputs)))
+            pairs.append(("mlp", skinny.attention_output_and_mlp(*mlp), fused.attention_output_and_mlp(*mlp)))
+            for b, n, start in ((m, 2, 0), (m, 1, 9)):
+                ck, cv = r(b, 16, kv_heads, d), r(b, 16, kv_heads, d)
+                q, k, v = r(b * n, heads, d), r(b * n, kv_heads, d), r(b * n, kv_heads, d)
+                want = da.dense_attention_reference(q, k, v, ck.clone(), cv.clone(), start, d ** -0.5)
+                pairs.append(("dense attention", da.dense_attention(q, k, v, ck, cv, start, d ** -0.5), want))
+            for name, got, want in pairs:
+                err = ((got.float() - want.float()).norm() / want.float().norm()).item()
+                worst[name] = max(worst.get(name, 0.0), err)
+        print(f"skinny kernels {dtype}: relative error {({k: f'{v:.1e}' for k, v in worst.items()})}")
+        assert max(worst.values()) < (1e-5 if dtype == torch.float32 else 1e-2)
+
+
 def run(engine, requests):
     handles = [engine.submit(r) for r in requests]
     return [torch.cat([torch.from_numpy(c.codes) for c in h.iter_blocking()]) for h in handles]
@@ -65,24 +94,27 @@ def requests():
 def check_paths(dummy: str, dtype: str) -> None:
     outputs = {}
     for name, graphs, kernel in (("graphs+kernel", True, True), ("eager+kernel", False, True),
-                                 ("eager+torch attention", False, False)):
-        paged_attention.USE_KERNEL = kernel
+                                 ("eager+torch", False, False)):
+        paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = kernel
+        skinny.MAX_ROWS = 16 if kernel else 0
         t0 = time.perf_counter()
         engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs).start()
         outputs[name] = run(engine, requests())
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
-    paged_attention.USE_KERNEL = True
+    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = True
+    skinny.MAX_ROWS = 16
     fast = outputs["graphs+kernel"]
-    for name in ("eager+kernel", "eager+torch attention"):
+    for name in ("eager+kernel", "eager+torch"):
         same = [bool(torch.equal(x, y)) for x, y in zip(fast, outputs[name])]
         first = [int((x != y).any(1).nonzero()[0]) if not s else -1 for x, y, s in zip(fast, outputs[name], same)]
         print(f"{dummy} {dtype}: graphs+kernel vs {name}: identical per request {same} (first differing frame {first})")
-        assert all(same) or (dtype != "float32" and name == "eager+torch attention")
+        assert all(same) or (dtype != "float32" and name == "eager+torch")
 
 
 if __name__ == "__main__":
     check_kernel()
     check_snake()
+    check_skinny()
     for dtype in sys.argv[1:] or ("float32", "bfloat16"):      # e.g. `gpu_check.py float32`
         check_paths("1.7B-CustomVoice", dtype)

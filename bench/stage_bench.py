@@ -9,7 +9,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine  # noqa: E402
+from engine import Engine, skinny  # noqa: E402
+from engine.runner import TOP_K_BOUND  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -34,7 +35,7 @@ def stage_calls(r, b: int, context: int) -> dict:
     positions = torch.full((b,), context - 1, device=dev)
     zeros = torch.zeros(b, dtype=torch.int64, device=dev)
     codes = torch.randint(0, 2048, (b, 16), device=dev)
-    return dict(predict=lambda: r.predict_stage(False, slots),
+    return dict(predict=lambda: r.predict_stage((False, TOP_K_BOUND), slots),     # the default sampling (top-k 50)
                 talk=lambda: r.talk_stage(False, slots, zeros, positions, zeros.bool()),
                 decode=lambda: r.decode_stage(None, slots, codes))
 
@@ -81,7 +82,9 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
+    p.add_argument("--skinny-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     args = p.parse_args()
+    skinny.MAX_ROWS = args.skinny_rows
     max_b = max(args.batches)
     engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")

@@ -1,9 +1,9 @@
 """The per-layer math of the Qwen3 decoder layer as free functions of tensors.
 
 Eager on the CPU; on CUDA `enable_compile()` swaps in torch.compile'd versions of the very same functions,
-which fuse each side of attention into a few kernels (norms, RoPE, residuals, SwiGLU), or a hand-written kernel
-registered for one (codec/snake.py). Weights are
-arguments, so one compilation serves every layer of the same shape."""
+which fuse each side of attention into a few kernels (norms, RoPE, residuals, SwiGLU), behind hand-written kernels
+registered for some (skinny.py for a few rows, codec/snake.py). Weights are arguments, so one compilation serves
+every layer of the same shape."""
 import torch
 import torch.nn.functional as F
 
@@ -53,7 +53,7 @@ def snake_after(history, x, alpha, beta):
 _EAGER = dict(rms_norm=rms_norm, attention_inputs=attention_inputs,
               attention_output_and_mlp=attention_output_and_mlp, snake=snake, snake_after=snake_after)
 ops = dict(_EAGER)
-_KERNELS: dict = {}     # hand-written kernels that take the place of a compiled function (CUDA only)
+_KERNELS: dict = {}     # hand-written kernels tried before a compiled function: NotImplemented means "not here"
 
 
 def register(name: str, fn) -> None:
@@ -64,9 +64,17 @@ def register_kernel(name: str, fn) -> None:
     _KERNELS[name] = fn
 
 
+def _kernel_first(kernel, compiled):
+    def call(*args):
+        out = kernel(*args)
+        return compiled(*args) if out is NotImplemented else out
+    return call
+
+
 def enable_compile(on: bool = True) -> None:
     # one function serves layers of several widths and strides (the codec's snake): allow the variants
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
     for name, fn in _EAGER.items():
-        ops[name] = (_KERNELS.get(name) or torch.compile(fn, dynamic=True)) if on else fn
+        compiled = torch.compile(fn, dynamic=True)
+        ops[name] = (_kernel_first(_KERNELS[name], compiled) if name in _KERNELS else compiled) if on else fn

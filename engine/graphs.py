@@ -33,10 +33,11 @@ def buckets_up_to(n: int) -> list[int]:
 
 
 class StagedGraphs:
-    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None):
-        """fn(variant, *inputs) -> tensor; pads[i]: fill value of input i's padding rows."""
+    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None):
+        """fn(variant, *inputs) -> tensor; pads[i]: fill value of input i's padding rows. Graphs that replay beside
+        others need a pool and a capture `stream` of their own."""
         self.fn, self.pads, self.buckets, self.use_graphs = fn, pads, buckets, use_graphs
-        self.pool = pool
+        self.pool, self.stream = pool, stream
         self.graphs: dict = {}
 
     def bucket(self, batch: int) -> int:
@@ -70,6 +71,7 @@ class StagedGraphs:
     def capture(self, variant, bucket: int, like) -> None:
         """Capture on padding only (the scratch slot), so live streams' state is untouched."""
         static_in = self._pad([x[:0] for x in like], bucket)
-        graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool, warmups=2)
+        graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool, warmups=2,
+                                          stream=self.stream)
         self.pool = graph.pool()
         self.graphs[(bucket, variant)] = (graph, static_in, static_out)

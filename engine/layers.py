@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .config import LMConfig
+from . import skinny  # noqa: F401  (registers the few-row layer kernels with fused.ops)
 from .fused import ops
 
 

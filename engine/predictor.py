@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from .config import TTSConfig
+from .dense_attention import dense_attention
 from .layers import DecoderStack, Rotary
 from .sampling import sample
 
@@ -26,19 +27,9 @@ class DenseKV:
         self.k = torch.empty(shape, dtype=dtype, device=device)
         self.v = torch.empty(shape, dtype=dtype, device=device)
         self.start = self.len = 0
-        self.batch = batch
 
     def attend(self, layer, q, k, v, scale):
-        n = (self.len - self.start)                       # new positions per row
-        b = self.batch
-        self.k[layer, :, self.start:self.len] = k.view(b, n, *k.shape[1:])
-        self.v[layer, :, self.start:self.len] = v.view(b, n, *v.shape[1:])
-        keys = self.k[layer, :, :self.len].transpose(1, 2)
-        values = self.v[layer, :, :self.len].transpose(1, 2)
-        query = q.view(b, n, *q.shape[1:]).transpose(1, 2)
-        o = torch.nn.functional.scaled_dot_product_attention(
-            query, keys, values, is_causal=n > 1, scale=scale, enable_gqa=True)
-        return o.transpose(1, 2).reshape(b * n, *q.shape[1:])
+        return dense_attention(q, k, v, self.k[layer], self.v[layer], self.start, scale)
 
 
 class CodePredictor(nn.Module):

@@ -12,9 +12,12 @@ from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prompt import Prompt
 from .sampling import SamplingBatch, process_talker_logits, sample
-from .transfer import upload
+from .transfer import HostCopy, upload
 
+SIDE_DECODE = True                 # False: the codec decodes on the step's own stream (equivalence checks)
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
+TOP_K_BOUND = 64                   # the code predictor's sampling: a partial top-k when every stream's top_k is within
+PREDICT_VARIANTS = [(True, 0), (False, 0), (False, TOP_K_BOUND)]     # (all greedy, top-k bound)
 PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
 
 
@@ -30,6 +33,7 @@ class ModelRunner:
         z = lambda *shape, dt=dtype: torch.zeros(*shape, dtype=dt, device=self.device)
         self.hidden, self.frame_embed = z(n, tcfg.hidden_size), z(n, tcfg.hidden_size)
         self.c0, self.num_c0, self.frames = z(n, dt=torch.int64), z(n, dt=torch.int64), z(n, dt=torch.int64)
+        self.frame_codes = z(n, self.cfg.num_code_groups, dt=torch.int64)     # a step's codes, for the decode
         self.seen = z(n, tcfg.vocab_size, dt=torch.bool)
         self.params = {k: z(n, dt=dt) for k, dt in (
             ("greedy", torch.bool), ("temperature", torch.float32), ("top_k", torch.int64), ("top_p", torch.float32),
@@ -47,7 +51,12 @@ class ModelRunner:
         s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None   # one memory pool for all
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
-        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs, pool)
+        # The codec decodes a step's frames on a stream of its own, beside the talker step queued after it.
+        self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs and SIDE_DECODE else None
+        side = self.codec_stream is not None
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs,
+                                         torch.cuda.graph_pool_handle() if side else pool,
+                                         torch.cuda.Stream(self.device) if side else None)
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
 
@@ -61,8 +70,9 @@ class ModelRunner:
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
         for bucket in self.predict_stage.buckets:
+            for variant in PREDICT_VARIANTS:
+                self.predict_stage.capture(variant, bucket, [i64()])
             for greedy in (False, True):
-                self.predict_stage.capture(greedy, bucket, [i64()])
                 self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag])
                 self.first_stage.capture(greedy, bucket, [i64(), rows])
             self.decode_stage.capture(None, bucket, [i64(), i64(16)])
@@ -90,10 +100,10 @@ class ModelRunner:
         return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
                 p.subtalker_top_k, p.subtalker_top_p, s.seed, p.repetition_penalty)
 
-    def _sampling(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
+    def _sampling(self, slots, prefix: str, counter, all_greedy: bool, top_k_bound: int = 0) -> SamplingBatch:
         g = lambda k: self.params[prefix + k][slots]
         return SamplingBatch(g("greedy"), g("temperature"), g("top_k"), g("top_p"), self.params["seed"][slots],
-                             counter, all_greedy)
+                             counter, all_greedy, top_k_bound)
 
     # stages ----------------------------------------------------------------------------------------------------
     def _sample_c0(self, slots, hidden, allow_eos, all_greedy: bool):
@@ -106,10 +116,10 @@ class ModelRunner:
         self.num_c0[slots] += 1
         return c0
 
-    def _predict_core(self, all_greedy, slots):
+    def _predict_core(self, variant, slots):
         c0 = self.c0[slots]
         c0 = c0.masked_fill(c0 == self.eos, 0)      # an EOS not seen on the host yet: its frame is dropped there
-        params = self._sampling(slots, "sub_", self.frames[slots], all_greedy)
+        params = self._sampling(slots, "sub_", self.frames[slots], *variant)
         codes = torch.cat([c0[:, None], self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0),
                                                                     params)], dim=1)
         self.frame_embed[slots] = self.talker.embed_frame(codes)
@@ -170,7 +180,9 @@ class ModelRunner:
         """Complete each sequence's frame: [B, 16] codes (device)."""
         for s in seqs:
             s.has_c0 = False
-        return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
+        greedy = self._all_greedy(seqs, sub=True)
+        bounded = not greedy and all(0 < s.request.sampling.subtalker_top_k <= TOP_K_BOUND for s in seqs)
+        return self.predict_stage((greedy, TOP_K_BOUND if bounded else 0), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
@@ -187,6 +199,22 @@ class ModelRunner:
         return c0
 
     @torch.inference_mode()
-    def decode(self, seqs, codes: torch.Tensor) -> torch.Tensor:
-        """One new frame per stream [B, 16] -> float32 PCM [B, 1920] (device)."""
-        return self.decode_stage(None, self._tensor([s.slot for s in seqs]), codes)
+    def decode(self, seqs, codes: torch.Tensor) -> HostCopy:
+        """One new frame per stream [B, 16] -> its codes and float32 PCM [B, 1920], on their way to the host."""
+        slots = self._tensor([s.slot for s in seqs])
+        if self.codec_stream is None:
+            return HostCopy(codes, self.decode_stage(None, slots, codes))
+        # Out of the graph pool first: the talker graph that runs beside the decode may reuse the predict graph's
+        # output memory (graphs of one pool assume they never overlap).
+        codes = self.frame_codes[:len(seqs)].copy_(codes)
+        self.codec_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.codec_stream):
+            out = HostCopy(codes, self.decode_stage(None, slots, codes))
+        slots.record_stream(self.codec_stream)
+        return out
+
+    def join_decode(self) -> None:
+        """Work queued from now on follows the decode: the next predict rewrites the codes it reads, and a new
+        stream's start resets codec state."""
+        if self.codec_stream is not None:
+            torch.cuda.current_stream().wait_stream(self.codec_stream)

@@ -68,13 +68,13 @@ def _launch(history, x, alpha, beta, bias):
 
 def snake(x, alpha, beta, bias=None):
     if not _usable(x) or x.stride(2) != 1:
-        return fused.snake(x, alpha, beta, bias)
+        return NotImplemented
     return _launch(None, x, alpha, beta, bias)
 
 
 def snake_after(history, x, alpha, beta):
     if not _usable(x, history) or x.stride(2) != 1 or not history.is_contiguous():
-        return fused.snake_after(history, x, alpha, beta)
+        return NotImplemented
     return _launch(history, x, alpha, beta, None)
 
 
