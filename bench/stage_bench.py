@@ -10,7 +10,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, skinny  # noqa: E402
-from engine.runner import TOP_K_BOUND  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -35,7 +34,7 @@ def stage_calls(r, b: int, context: int) -> dict:
     positions = torch.full((b,), context - 1, device=dev)
     zeros = torch.zeros(b, dtype=torch.int64, device=dev)
     codes = torch.randint(0, 2048, (b, 16), device=dev)
-    return dict(predict=lambda: r.predict_stage((False, TOP_K_BOUND), slots),     # the default sampling (top-k 50)
+    return dict(predict=lambda: r.predict_stage(False, slots),
                 talk=lambda: r.talk_stage(False, slots, zeros, positions, zeros.bool()),
                 decode=lambda: r.decode_stage(None, slots, codes))
 

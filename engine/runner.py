@@ -16,8 +16,6 @@ from .transfer import HostCopy, upload
 
 SIDE_DECODE = True                 # False: the codec decodes on the step's own stream (equivalence checks)
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
-TOP_K_BOUND = 64                   # the code predictor's sampling: a partial top-k when every stream's top_k is within
-PREDICT_VARIANTS = [(True, 0), (False, 0), (False, TOP_K_BOUND)]     # (all greedy, top-k bound)
 PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
 
 
@@ -70,9 +68,8 @@ class ModelRunner:
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
         for bucket in self.predict_stage.buckets:
-            for variant in PREDICT_VARIANTS:
-                self.predict_stage.capture(variant, bucket, [i64()])
             for greedy in (False, True):
+                self.predict_stage.capture(greedy, bucket, [i64()])
                 self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag])
                 self.first_stage.capture(greedy, bucket, [i64(), rows])
             self.decode_stage.capture(None, bucket, [i64(), i64(16)])
@@ -100,10 +97,10 @@ class ModelRunner:
         return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
                 p.subtalker_top_k, p.subtalker_top_p, s.seed, p.repetition_penalty)
 
-    def _sampling(self, slots, prefix: str, counter, all_greedy: bool, top_k_bound: int = 0) -> SamplingBatch:
+    def _sampling(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
         g = lambda k: self.params[prefix + k][slots]
         return SamplingBatch(g("greedy"), g("temperature"), g("top_k"), g("top_p"), self.params["seed"][slots],
-                             counter, all_greedy, top_k_bound)
+                             counter, all_greedy)
 
     # stages ----------------------------------------------------------------------------------------------------
     def _sample_c0(self, slots, hidden, allow_eos, all_greedy: bool):
@@ -116,10 +113,10 @@ class ModelRunner:
         self.num_c0[slots] += 1
         return c0
 
-    def _predict_core(self, variant, slots):
+    def _predict_core(self, all_greedy, slots):
         c0 = self.c0[slots]
         c0 = c0.masked_fill(c0 == self.eos, 0)      # an EOS not seen on the host yet: its frame is dropped there
-        params = self._sampling(slots, "sub_", self.frames[slots], *variant)
+        params = self._sampling(slots, "sub_", self.frames[slots], all_greedy)
         codes = torch.cat([c0[:, None], self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0),
                                                                     params)], dim=1)
         self.frame_embed[slots] = self.talker.embed_frame(codes)
@@ -180,9 +177,7 @@ class ModelRunner:
         """Complete each sequence's frame: [B, 16] codes (device)."""
         for s in seqs:
             s.has_c0 = False
-        greedy = self._all_greedy(seqs, sub=True)
-        bounded = not greedy and all(0 < s.request.sampling.subtalker_top_k <= TOP_K_BOUND for s in seqs)
-        return self.predict_stage((greedy, TOP_K_BOUND if bounded else 0), self._tensor([s.slot for s in seqs]))
+        return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:

@@ -44,7 +44,6 @@ class SamplingBatch:
     seed: torch.Tensor         # int64
     counter: torch.Tensor      # int64, the frame index
     all_greedy: bool           # known on the host when the batch is built
-    top_k_bound: int = 0       # every row's top_k is in 1..top_k_bound (a partial top-k then serves); 0: unknown
 
     @classmethod
     def build(cls, rows: list[tuple[bool, float, int, float, int, int]], device) -> "SamplingBatch":
@@ -58,18 +57,15 @@ def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tenso
     """logits [B, V] float32 (already processed) -> token ids [B]."""
     if p.all_greedy:
         return logits.argmax(-1)
-    return ops["sample_rows"](logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook,
-                              p.top_k_bound)
+    return ops["sample_rows"](logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
 
 
-def _sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int, bound: int = 0):
+def _sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int):
     best = logits.argmax(-1)
     vocab = logits.shape[-1]
     scaled = logits / temperature.clamp_min(1e-5)[:, None]
-    # Tokens ranked below a row's top_k never win: with a bound on every row's top_k, the ranks past it are never
-    # needed and a partial top-k (one pass) takes the place of the full sort.
-    values, order = scaled.topk(bound, dim=-1) if bound else scaled.sort(-1, descending=True)
-    rank = torch.arange(values.shape[-1], device=logits.device)[None]
+    values, order = scaled.sort(-1, descending=True)
+    rank = torch.arange(vocab, device=logits.device)[None]
     k = torch.where(top_k > 0, top_k, vocab)[:, None]
     values = values.masked_fill(rank >= k, float("-inf"))
     probs = values.softmax(-1)

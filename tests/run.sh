@@ -9,4 +9,5 @@ $PIP -e ".[test,livekit,pipecat]" "transformers==4.57.6" torch==2.13.0
 # the official implementations, for parity: qwen-tts pins transformers 4.57.3 (works with 4.57.6), so no deps
 $PIP --no-deps qwen-tts==0.1.1 qwen-asr==0.0.6
 $PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493
+$PIP triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
 python3 -m pytest -q "$@"
