@@ -23,6 +23,7 @@ class PagedKVCache:
         self.block_size, self.num_blocks = block_size, num_blocks
         self.free_blocks = deque(range(num_blocks - 1))
         self.tables = torch.full((stream_slots, max_blocks), num_blocks - 1, dtype=torch.int64, device=device)
+        self.one_per_stream = False
 
     def blocks_needed(self, seq, new_tokens: int) -> int:
         return max(0, -(-(seq.num_tokens + new_tokens) // self.block_size) - len(seq.block_table))
@@ -48,15 +49,15 @@ class PagedKVCache:
             rows, cols, blocks = upload(new, device=self.tables.device).unbind(1)
             self.tables[rows, cols] = blocks
 
-    def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor) -> None:
-        """The step's rows (one per new token: its stream's slot and position) -> where each writes and reads."""
+    def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor, one_per_stream: bool = False) -> None:
+        """The step's rows (one per new token: its stream's slot and position) -> where each writes and reads.
+        `one_per_stream` (decode): no row reads another's key, so attention may write them as it goes."""
+        self.one_per_stream = one_per_stream
         tables = self.tables[stream_slots]
         blocks = tables.gather(1, (positions // self.block_size)[:, None])[:, 0]
         self.slot_mapping, self.block_tables = blocks * self.block_size + positions % self.block_size, tables
         self.context_lens = positions + 1
 
     def attend(self, layer: int, q, k, v, scale: float):
-        self.k[layer, self.slot_mapping] = k
-        self.v[layer, self.slot_mapping] = v
         return paged_attention(q, self.k[layer], self.v[layer], self.block_tables, self.context_lens, scale,
-                               self.block_size)
+                               self.block_size, (k, v, self.slot_mapping), self.one_per_stream)

@@ -32,14 +32,21 @@ def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, s
 if triton is not None:
     @triton.jit
     def _paged_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale, stride_tables,
+                             k_new_ptr, v_new_ptr, slots_ptr, stride_k_new, stride_v_new,
                              KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
-                             BLOCK: tl.constexpr, IEEE: tl.constexpr):
+                             BLOCK: tl.constexpr, IEEE: tl.constexpr, WRITE: tl.constexpr):
         # the GROUP query heads sharing a KV head form the rows of a small matrix product (padded to ROWS)
         b = tl.program_id(0)
         kvh = tl.program_id(1)
         length = tl.load(lens_ptr + b)
         rows = tl.arange(0, ROWS)
         dims = tl.arange(0, D)
+        if WRITE:         # the row's own key and value first (no other program reads them: one row per stream)
+            slot = tl.load(slots_ptr + b)
+            at = (slot * KV_HEADS + kvh) * D + dims
+            tl.store(k_ptr + at, tl.load(k_new_ptr + b * stride_k_new + kvh * D + dims))
+            tl.store(v_ptr + at, tl.load(v_new_ptr + b * stride_v_new + kvh * D + dims))
+            tl.debug_barrier()
         row_ok = rows < GROUP
         q_offs = (b * KV_HEADS * GROUP + kvh * GROUP + rows)[:, None] * D + dims[None, :]
         q = tl.load(q_ptr + q_offs, mask=row_ok[:, None], other=0.0)
@@ -68,15 +75,25 @@ if triton is not None:
 USE_KERNEL = True      # False: the torch reference everywhere (GPU equivalence checks)
 
 
-def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, block_size):
-    if triton is None or not q.is_cuda or not USE_KERNEL:
+def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, new=None,
+                    one_per_stream=False):
+    """`new`: (keys, values, cache slots) of the rows, written first. With one row per stream (decode) the kernel
+    writes them itself; rows of one prompt read each other's, so there they are written before it runs."""
+    kernel = triton is not None and q.is_cuda and USE_KERNEL
+    fused = kernel and new is not None and one_per_stream and all(
+        t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in new[:2])
+    if new is not None and not fused:
+        k_cache[new[2]], v_cache[new[2]] = new[0], new[1]
+    if not kernel:
         return paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size)
     b, heads, d = q.shape
     kv_heads = k_cache.shape[1]
     group = heads // kv_heads
     out = torch.empty_like(q)
+    k_new, v_new, slots = new if fused else (q, q, context_lens)
     _paged_attention_kernel[(b, kv_heads)](q.contiguous(), k_cache, v_cache, out, block_tables, context_lens, scale,
-                                        block_tables.stride(0), KV_HEADS=kv_heads, GROUP=group,
+                                        block_tables.stride(0), k_new, v_new, slots, k_new.stride(0),
+                                        v_new.stride(0), KV_HEADS=kv_heads, GROUP=group,
                                         ROWS=max(16, triton.next_power_of_2(group)), D=d, BLOCK=block_size,
-                                        IEEE=q.dtype == torch.float32)
+                                        IEEE=q.dtype == torch.float32, WRITE=fused)
     return out

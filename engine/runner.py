@@ -124,7 +124,7 @@ class ModelRunner:
         return codes
 
     def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos):
-        self.kv.locate(slots, positions)
+        self.kv.locate(slots, positions, one_per_stream=True)
         x = self.frame_embed[slots] + self.talker.embed_text(text_ids)
         return self._sample_c0(slots, self.talker(x, positions, self.kv), allow_eos, all_greedy)
 
