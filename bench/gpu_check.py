@@ -62,9 +62,11 @@ def check_skinny() -> None:
         for m in (1, 5, 16):
             x, attn, nw, qn, kn = r(m, hidden), r(m, heads * d), 1 + r(hidden, s=0.1), 1 + r(d, s=0.1), 1 + r(d, s=0.1)
             angles = torch.randint(0, 900, (m, 1), device="cuda") * 1e6 ** (-torch.arange(0, d, 2, device="cuda") / d)
-            cos, sin = (torch.cat((angles, angles), -1).cos().to(dtype), torch.cat((angles, angles), -1).sin().to(dtype))
+            table = torch.cat((angles, angles), -1)
+            cos, sin = table.cos().to(dtype), table.sin().to(dtype)
             inputs = (x, nw, r((heads + 2 * kv_heads) * d, hidden, s=0.03), heads * d, qn, kn, cos, sin, 1e-6, d)
-            mlp = (x, attn, r(hidden, heads * d, s=0.03), nw, r(2 * inter, hidden, s=0.03), r(hidden, inter, s=0.03), 1e-6)
+            mlp = (x, attn, r(hidden, heads * d, s=0.03), nw, r(2 * inter, hidden, s=0.03), r(hidden, inter, s=0.03),
+                   1e-6)
             pairs = list(zip("qkv", skinny.attention_inputs(*inputs), fused.attention_inputs(*inputs)))
             pairs.append(("mlp", skinny.attention_output_and_mlp(*mlp), fused.attention_output_and_mlp(*mlp)))
             for b, n, start in ((m, 2, 0), (m, 1, 9)):
@@ -96,14 +98,14 @@ def check_paths(dummy: str, dtype: str) -> None:
     for name, graphs, kernel in (("graphs+kernel", True, True), ("eager+kernel", False, True),
                                  ("eager+torch", False, False)):
         paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = kernel
-        skinny.MAX_ROWS = 16 if kernel else 0
+        skinny.MAX_ROWS = skinny.TILE_ROWS if kernel else 0
         t0 = time.perf_counter()
         engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs).start()
         outputs[name] = run(engine, requests())
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
     paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = True
-    skinny.MAX_ROWS = 16
+    skinny.MAX_ROWS = skinny.TILE_ROWS
     fast = outputs["graphs+kernel"]
     for name in ("eager+kernel", "eager+torch"):
         same = [bool(torch.equal(x, y)) for x, y in zip(fast, outputs[name])]

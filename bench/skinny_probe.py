@@ -1,7 +1,6 @@
 """Tile choices for the few-row products (engine/skinny.py) at the 1.7B's shapes, against cuBLAS: microseconds per
 product at one row, each product on its own copy of the weights (as layers are: nothing stays in L2), timed as a
-CUDA graph of back-to-back launches. `--sweep`: the best tile choice
-per shape, for skinny._config."""
+CUDA graph of back-to-back launches. `--sweep`: the best tile choices per shape, for skinny._config."""
 import argparse
 import itertools
 import sys
@@ -65,7 +64,8 @@ def main():
         ws = [torch.randn(rows, k, device="cuda", dtype=dt) * 0.02 for _ in range(COPIES)]
         x, res, norm = (torch.randn(1, k, device="cuda", dtype=dt), torch.randn(1, n, device="cuda", dtype=dt),
                         torch.ones(k, device="cuda", dtype=dt))
-        args = dict(norm=dict(norm_w=norm, eps=1e-6), res=dict(res=res), gated=dict(norm_w=norm, gated=True, eps=1e-6))[kind]
+        args = dict(norm=dict(norm_w=norm, eps=1e-6), res=dict(res=res),
+                    gated=dict(norm_w=norm, gated=True, eps=1e-6))[kind]
         mb = rows * k * 2 / 1e6
         cublas = graph_us([lambda w=w: F.linear(x, w) for w in ws])
         line = f"{name:18s} {mb:6.1f} MB  cuBLAS {cublas:5.1f} us ({mb / cublas:4.2f} TB/s)"

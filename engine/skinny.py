@@ -1,9 +1,11 @@
-"""Decoder-layer kernels for a few rows (one stream's frame, a small batch): every weight read once, at memory speed.
+"""Decoder-layer kernels for a few rows (one stream's frame, a small batch): fewer kernels per layer.
 
-cuBLAS picks wide tiles for a 1-16 row product and reaches about a third of the memory bandwidth; each layer also
-launched a dozen kernels around its four products. Here a layer is five Triton kernels: RMSNorm + q/k/v, q/k norm +
-RoPE (one program per head), output projection + residual, RMSNorm + gate/up + SwiGLU, down + residual. The row
-count pads to one 16-row tensor-core tile, so up to `MAX_ROWS` rows cost what one does. fused.py's functions stay
+At 1-16 rows a layer's time is its kernel count: each kernel pays a few microseconds of launch and memory latency,
+and the compiled path launched about 16 per layer. Here a layer is five Triton kernels: RMSNorm + q/k/v, q/k norm +
+RoPE (one program per head), output projection + residual, RMSNorm + gate/up + SwiGLU, down + residual. Their
+products read the weights no faster than cuBLAS does (bench/skinny_probe.py); the norms, RoPE, residuals and
+SwiGLU ride along in them. The row count pads to one 16-row tensor-core tile, so up to `MAX_ROWS` rows cost what
+one does. fused.py's functions stay
 the definition; these take their place on CUDA when the rows are few (and return NotImplemented otherwise)."""
 import os
 
@@ -96,9 +98,8 @@ if triton is not None:
 
     @triton.jit
     def _linear_kernel(x_ptr, norm_ptr, w_ptr, res_ptr, out_ptr, M, N: tl.constexpr, K: tl.constexpr, stride_x, eps,
-                       NORM: tl.constexpr,
-                       GATED: tl.constexpr, RESIDUAL: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-                       BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
+                       NORM: tl.constexpr, GATED: tl.constexpr, RESIDUAL: tl.constexpr, ROWS: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
         """out = x @ W^T (+ residual); GATED: W holds gate rows then up rows and out = silu(gate) * up."""
         n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         dtype = out_ptr.dtype.element_ty
@@ -127,7 +128,8 @@ CONFIG: dict = {}     # (N, K, gated, dtype) -> (block_n, block_k, num_stages, n
 
 
 def _config(n: int, k: int, gated: bool, dtype) -> tuple:
-    # within 10% of the best of 16 choices at each of the 1.7B's shapes (bench/skinny_probe.py --sweep, H100)
+    # against the best of 16 choices at the 1.7B's shapes (bench/skinny_probe.py --sweep, H100): within 6% at six
+    # of the eight, 12% (predictor o) and 17% (talker down) at the other two
     return CONFIG.get((n, k, gated, dtype), (16 if n <= 1024 else 32, 256, 2 if dtype == torch.float32 else 4, 4))
 
 
@@ -139,8 +141,7 @@ def _linear(x, w, norm_w=None, res=None, gated=False, eps=0.0):
     _linear_kernel[(triton.cdiv(n, block_n),)](
         x, x if norm_w is None else norm_w, w, x if res is None else res, out, m, n, k, x.stride(0), eps,
         NORM=norm_w is not None, GATED=gated, RESIDUAL=res is not None, ROWS=TILE_ROWS, BLOCK_N=block_n,
-        BLOCK_K=block_k, IEEE=x.dtype == torch.float32, num_warps=warps,
-        num_stages=stages)
+        BLOCK_K=block_k, IEEE=x.dtype == torch.float32, num_warps=warps, num_stages=stages)
     return out
 
 
