@@ -1,5 +1,6 @@
-"""GPU equivalence checks: the Triton paged attention against the torch reference, and greedy outputs of the
-graph + kernel path against the eager reference path (same requests, batched). Exits non-zero on a mismatch."""
+"""GPU equivalence checks: the Triton paged attention against the torch reference, and the outputs of the graph +
+kernel path against the eager reference path (same requests, batched: two greedy, one seeded sampling). Exits
+non-zero on a mismatch."""
 import sys
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
-from engine import dense_attention, paged_attention, skinny  # noqa: E402
+from engine import dense_attention, paged_attention, row_sampler, skinny  # noqa: E402
 
 
 def check_kernel() -> None:
@@ -89,22 +90,24 @@ def run(engine, requests):
 def requests():
     texts = ["Hello there, this is the first stream.", "A second, much longer stream that keeps talking about "
              "trains, weather and hotels for a while.", "Third."]
-    return [SynthesisRequest(text=t, voice=v, sampling=SamplingParams.greedy(), max_frames=n, ignore_eos=True)
-            for t, v, n in zip(texts, ("vivian", "ryan", "aiden"), (90, 120, 40))]
+    seeded = SamplingParams(seed=11, top_k=20, top_p=0.9, subtalker_top_k=30, subtalker_top_p=0.95)
+    return [SynthesisRequest(text=t, voice=v, sampling=p, max_frames=n, ignore_eos=True)
+            for t, v, n, p in zip(texts, ("vivian", "ryan", "aiden"), (90, 120, 40),
+                                  (SamplingParams.greedy(), SamplingParams.greedy(), seeded))]
 
 
 def check_paths(dummy: str, dtype: str) -> None:
     outputs = {}
     for name, graphs, kernel in (("graphs+kernel", True, True), ("eager+kernel", False, True),
                                  ("eager+torch", False, False)):
-        paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = kernel
+        paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = kernel
         skinny.MAX_ROWS = skinny.TILE_ROWS if kernel else 0
         t0 = time.perf_counter()
         engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs).start()
         outputs[name] = run(engine, requests())
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
-    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = True
+    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = True
     skinny.MAX_ROWS = skinny.TILE_ROWS
     fast = outputs["graphs+kernel"]
     for name in ("eager+kernel", "eager+torch"):

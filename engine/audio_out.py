@@ -1,8 +1,10 @@
 """Frames on their way to the listeners: device-to-host copies in flight, each stream's pending frames, and
 chunks sent by size or by the listener's deadline.
 
-A large batch's audio is read one step later: the host then does its per-stream work while the GPU runs the
-next step, instead of waiting for this step's codec. A small batch is read at once (time to first audio)."""
+A step's audio is read one step later when it can wait: the host then queues the next step while the GPU runs this
+one, instead of waiting for this step's codec. It can wait when the batch is large (the host's per-stream work
+outlasts a stage), or when every stream of it has a margin of audio ahead of its listener. Otherwise (a first chunk,
+a listener about to run dry) it is read at once."""
 import itertools
 import time
 from collections import deque
@@ -18,17 +20,22 @@ class AudioOut:
     def __init__(self, scheduler, read_later_from: int = 64):
         self.scheduler, self.read_later_from = scheduler, read_later_from
         self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
-        self.hold = False                      # the copy added this step is read next step
+        self.fresh = False                     # the newest copy was added this step
 
     def add(self, streams: list, kept: list[bool], copy) -> None:
         for s in itertools.compress(streams, kept):
             s.unread += 1
         self.in_flight.append((streams, kept, copy))
-        self.hold = len(streams) >= self.read_later_from
+        self.fresh = True
+
+    def _can_wait(self, streams: list, margin_s: float) -> bool:
+        now = time.perf_counter()
+        return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)
 
     def flush(self, margin_s: float, first: int = 1) -> None:
         """Reads the copies that are due into their streams, then sends every chunk that is due."""
-        keep, self.hold = int(self.hold), False
+        keep = int(self.fresh and self._can_wait(self.in_flight[-1][0], margin_s))
+        self.fresh = False
         while len(self.in_flight) > keep:
             streams, kept, copy = self.in_flight.popleft()
             codes, pcm = copy.wait()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import row_sampler  # noqa: F401  (registers its kernel for sample_rows)
 from .fused import ops, register
 
 _M32 = 0xFFFFFFFF
@@ -64,7 +65,7 @@ def _sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codeb
     best = logits.argmax(-1)
     vocab = logits.shape[-1]
     scaled = logits / temperature.clamp_min(1e-5)[:, None]
-    values, order = scaled.sort(-1, descending=True)
+    values, order = scaled.sort(dim=-1, descending=True, stable=True)   # ties by token id (row_sampler.py too)
     rank = torch.arange(vocab, device=logits.device)[None]
     k = torch.where(top_k > 0, top_k, vocab)[:, None]
     values = values.masked_fill(rank >= k, float("-inf"))

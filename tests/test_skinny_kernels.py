@@ -1,5 +1,5 @@
-"""The few-row layer kernels (engine/skinny.py) and the predictor's dense attention kernel against the torch math
-they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
+"""The few-row layer kernels (engine/skinny.py), the predictor's dense attention kernel and the row sampler
+(engine/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
 check covers bf16). Skipped where Triton is not installed."""
 import os
 import subprocess
@@ -46,8 +46,27 @@ print(worst)
 assert max(worst.values()) < 1e-5, worst
 """
 
+SAMPLER = r"""
+import torch
+from engine import row_sampler, sampling
+torch.manual_seed(0)
+rows, vocab = 6, 300                            # pads to 512: a masked tail
+logits = (torch.randn(rows, vocab) * 3).to(torch.bfloat16).float()      # as the bf16 heads give: many ties
+logits[:, -40:] = float("-inf")                 # suppressed ids
+logits[1, :8] = logits[1].max()                 # ties at the top and across the top-k boundary
+logits[2, 0], logits[2, 1] = 0.0, -0.0
+for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (True, 0.9, 50, 1.0)):
+    t = lambda v, dt: torch.full((rows,), v, dtype=dt)
+    args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
+            torch.arange(rows) * 7919 + 3, torch.arange(rows) % 3, 4)
+    got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)
+    assert torch.equal(got, want), (greedy, temp, k, p, got, want)
+    assert greedy or not torch.equal(got, logits.argmax(-1))      # the draws are not the argmax
+"""
 
-def test_kernels_match_the_torch_math_in_the_interpreter():
+
+@pytest.mark.parametrize("script", [SCRIPT, SAMPLER], ids=["layers", "sampler"])
+def test_kernels_match_the_torch_code_in_the_interpreter(script):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]

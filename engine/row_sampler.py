@@ -1,0 +1,80 @@
+"""sampling.py's `sample_rows` as one Triton program per row: temperature, top-k, top-p and the seeded draw in one
+kernel. The compiled torch path took a sort and three or four more kernels (~35 us per code-predictor pass at one
+row, 15 passes a frame).
+
+Same draw as the torch path: tokens ranked by (scaled logit descending, token id ascending), which is what a stable
+descending sort gives, the same counter hash per token, the same exponential race. Logits are packed with their
+token id into one int64 key, so one sort ranks both."""
+import torch
+
+from . import fused, skinny
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+MAX_VOCAB = 4096          # a row in registers: the talker's 3,072 and the predictor's 2,048 fit
+
+if triton is not None:
+    @triton.jit
+    def _mix(x):
+        x = x ^ (x >> 16)
+        x = (x * 0x45D9F3B) & 0xFFFFFFFF
+        x = x ^ (x >> 16)
+        x = (x * 0x45D9F3B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+
+    @triton.jit
+    def _flip(bits):
+        """float32 bits <-> int32 keys whose signed order is the floats' order (its own inverse)."""
+        return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+    @triton.jit
+    def _sample_kernel(logits_ptr, stride, greedy_ptr, temperature_ptr, top_k_ptr, top_p_ptr, seed_ptr, counter_ptr,
+                       out_ptr, V, codebook, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        i = tl.arange(0, BLOCK)
+        x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf"))
+        best = tl.argmax(x, 0, tie_break_left=True)
+        scaled = x / tl.maximum(tl.load(temperature_ptr + row), 1e-5)
+        scaled = tl.where(scaled == 0.0, 0.0, scaled)                     # -0.0 ranks as 0.0 does
+        key = (_flip(scaled.to(tl.int32, bitcast=True)).to(tl.int64) << 32) | (BLOCK - 1 - i).to(tl.int64)
+        ranked = tl.sort(key, descending=True)
+        token = BLOCK - 1 - (ranked & 0xFFFFFFFF).to(tl.int32)
+        values = _flip((ranked >> 32).to(tl.int32)).to(tl.float32, bitcast=True)
+        top_k = tl.load(top_k_ptr + row)
+        k = tl.where(top_k > 0, top_k, V)
+        values = tl.where(i < k, values, float("-inf"))
+        weights = tl.exp(values - tl.max(values, 0))
+        probs = weights / tl.sum(weights, 0)
+        before = tl.cumsum(probs, 0) - probs                               # mass ranked above each token
+        probs = tl.where((before >= tl.load(top_p_ptr + row)) & (i > 0), 0.0, probs)
+        seed = tl.load(seed_ptr + row).to(tl.int64)
+        base = _mix((_mix(seed & 0xFFFFFFFF) + tl.load(counter_ptr + row).to(tl.int64) * 17 + codebook) & 0xFFFFFFFF)
+        golden = tl.full([BLOCK], 0x9E3779B1, tl.int64)
+        bits = _mix((base ^ ((token.to(tl.int64) * golden) & 0xFFFFFFFF)) & 0xFFFFFFFF)
+        u = ((bits >> 9).to(tl.float32) + 0.5) / 8388608.0                # sampling.unit
+        choice = tl.argmax(probs / -tl.log(u), 0, tie_break_left=True)
+        drawn = tl.sum(tl.where(i == choice, token, 0), 0)
+        tl.store(out_ptr + row, tl.where(tl.load(greedy_ptr + row), best, drawn).to(tl.int64))
+
+
+USE_KERNEL = True         # False: the torch path (equivalence checks)
+
+
+def sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int):
+    rows, vocab = logits.shape
+    if (triton is None or not USE_KERNEL or not (logits.is_cuda or skinny.INTERPRET) or vocab > MAX_VOCAB
+            or logits.dtype != torch.float32 or logits.stride(1) != 1):
+        return NotImplemented
+    out = torch.empty(rows, dtype=torch.int64, device=logits.device)
+    block = triton.next_power_of_2(vocab)
+    _sample_kernel[(rows,)](logits, logits.stride(0), greedy, temperature, top_k, top_p, seed, counter, out, vocab,
+                            codebook, BLOCK=block, num_warps=8 if block > 2048 else 4)
+    return out
+
+
+if triton is not None:
+    fused.register_kernel("sample_rows", sample_rows)
