@@ -82,6 +82,22 @@ def check_skinny() -> None:
         assert max(worst.values()) < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
+def check_sampler() -> None:
+    """The row sampler against sampling.py's torch code at the talker's and the predictor's vocabularies."""
+    from engine import sampling
+    torch.manual_seed(0)
+    for vocab, rows in ((2048, 1), (2048, 300), (3072, 17)):
+        logits = (3 * torch.randn(rows, vocab, device="cuda")).bfloat16().float()      # bf16 heads: ties
+        logits[:, -200:] = float("-inf")
+        t = lambda v, dt: torch.full((rows,), v, dtype=dt, device="cuda")
+        for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (True, 1, 0, 1)):
+            args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
+                    torch.arange(rows, device="cuda") * 7919 + 3, torch.arange(rows, device="cuda") % 7, 4)
+            got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)
+            assert torch.equal(got, want), (vocab, rows, greedy, temp, k, p, (got != want).sum().item())
+    print("row sampler: the torch code's draws")
+
+
 def run(engine, requests):
     handles = [engine.submit(r) for r in requests]
     return [torch.cat([torch.from_numpy(c.codes) for c in h.iter_blocking()]) for h in handles]
@@ -121,5 +137,6 @@ if __name__ == "__main__":
     check_kernel()
     check_snake()
     check_skinny()
+    check_sampler()
     for dtype in sys.argv[1:] or ("float32", "bfloat16"):      # e.g. `gpu_check.py float32`
         check_paths("1.7B-CustomVoice", dtype)

@@ -37,6 +37,7 @@ if triton is not None:
         row = tl.program_id(0)
         i = tl.arange(0, BLOCK)
         x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf"))
+        x = tl.where(x == x, x, float("inf"))           # NaN ranks first, as in torch's sort and argmax
         best = tl.argmax(x, 0, tie_break_left=True)
         scaled = x / tl.maximum(tl.load(temperature_ptr + row), 1e-5)
         scaled = tl.where(scaled == 0.0, 0.0, scaled)                     # -0.0 ranks as 0.0 does
@@ -56,7 +57,8 @@ if triton is not None:
         golden = tl.full([BLOCK], 0x9E3779B1, tl.int64)
         bits = _mix((base ^ ((token.to(tl.int64) * golden) & 0xFFFFFFFF)) & 0xFFFFFFFF)
         u = ((bits >> 9).to(tl.float32) + 0.5) / 8388608.0                # sampling.unit
-        choice = tl.argmax(probs / -tl.log(u), 0, tie_break_left=True)
+        # NaN probabilities (NaN logits, e.g. a graph's warm-up on garbage) draw the first-ranked token, never padding
+        choice = tl.argmax(tl.where(probs > 0, probs / -tl.log(u), 0.0), 0, tie_break_left=True)
         drawn = tl.sum(tl.where(i == choice, token, 0), 0)
         tl.store(out_ptr + row, tl.where(tl.load(greedy_ptr + row), best, drawn).to(tl.int64))
 
