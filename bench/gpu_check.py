@@ -90,7 +90,8 @@ def check_sampler() -> None:
         logits = (3 * torch.randn(rows, vocab, device="cuda")).bfloat16().float()      # bf16 heads: ties
         logits[:, -200:] = float("-inf")
         t = lambda v, dt: torch.full((rows,), v, dtype=dt, device="cuda")
-        for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (True, 1, 0, 1)):
+        for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (False, 1, 0, 1),
+                                   (False, 1, 100, 0.9), (True, 1, 0, 1)):
             args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
                     torch.arange(rows, device="cuda") * 7919 + 3, torch.arange(rows, device="cuda") % 7, 4)
             got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)

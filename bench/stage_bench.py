@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine, skinny  # noqa: E402
+from engine import Engine, SamplingParams, skinny  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -26,9 +26,12 @@ def gpu_ms(fn, reps: int = 20) -> float:
 
 
 def stage_calls(r, b: int, context: int) -> dict:
-    """Zero-argument calls of each stage at batch b, with a plausible talker KV layout of `context` tokens."""
+    """Zero-argument calls of each stage at batch b, with a plausible talker KV layout of `context` tokens and the
+    checkpoint's default sampling in every slot."""
     dev = r.device
     slots = torch.arange(b, device=dev)
+    for key, value in zip(r.params, r.param_row(SamplingParams().with_defaults(r.cfg.generation), 0)):
+        r.params[key][:b] = value
     blocks_per = -(-context // r.kv.block_size)
     r.kv.tables[:b, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
     positions = torch.full((b,), context - 1, device=dev)

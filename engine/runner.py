@@ -80,7 +80,7 @@ class ModelRunner:
     def start(self, seqs) -> None:
         """New streams: sampling parameters into their slots, fresh codec state (a clone's reference primed)."""
         slots = self._tensor([s.slot for s in seqs])
-        for key, values in zip(self.params, zip(*[self._param_row(s) for s in seqs])):
+        for key, values in zip(self.params, zip(*[self.param_row(s.request.sampling, s.seed) for s in seqs])):
             self.params[key][slots] = upload(values, self.params[key].dtype, self.device)
         self.seen[slots] = False
         self.num_c0[slots] = 0
@@ -91,10 +91,10 @@ class ModelRunner:
                 self.codec.prime(upload(s.voice.ref_codes, device=self.device)[None], self._tensor([s.slot]))
 
     @staticmethod
-    def _param_row(s):
-        p = s.request.sampling
+    def param_row(p, seed: int) -> tuple:
+        """A stream's sampling parameters in the order of `self.params`."""
         return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
-                p.subtalker_top_k, p.subtalker_top_p, s.seed, p.repetition_penalty)
+                p.subtalker_top_k, p.subtalker_top_p, seed, p.repetition_penalty)
 
     def _sampling(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
         g = lambda k: self.params[prefix + k][slots]

@@ -56,7 +56,8 @@ logits[:, -40:] = float("-inf")                 # suppressed ids
 logits[1, :8] = logits[1].max()                 # ties at the top and across the top-k boundary
 logits[2, 0], logits[2, 1] = 0.0, -0.0
 logits[3, 5], logits[3, 9] = float("nan"), float("nan")     # garbage in: the first NaN, never a padding id
-for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (True, 0.9, 50, 1.0)):
+for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 0.7, 3, 0.5), (False, 1, 0, 1),
+                           (False, 1, 100, 0.9), (True, 0.9, 50, 1.0)):     # no cut, few sorted, all sorted
     t = lambda v, dt: torch.full((rows,), v, dtype=dt)
     args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
             torch.arange(rows) * 7919 + 3, torch.arange(rows) % 3, 4)
