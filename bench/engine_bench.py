@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.workload import workload  # noqa: E402
-from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
+from engine import Engine, SamplingParams, SynthesisRequest, runner  # noqa: E402
 
 
 async def one_stream(engine, text: str, frames: int, chunk_frames, records: list) -> None:
@@ -89,11 +89,13 @@ def main():
     p.add_argument("--kv-tokens", type=int, default=1024, help="talker KV tokens reserved per stream")
     p.add_argument("--profile", action="store_true", help="synchronize and time each stage (slower)")
     p.add_argument("--host-profile", action="store_true", help="cProfile the engine thread's steps per level")
+    p.add_argument("--serial-decode", action="store_true", help="the codec decode after the talker, not beside it")
     p.add_argument("--json")
     args = p.parse_args()
     import torch
     max_seqs = args.max_seqs or max(args.concurrency)
     t0 = time.perf_counter()
+    runner.SIDE_DECODE = not args.serial_decode
     engine = Engine.load(model=args.model, dummy=None if args.model else args.dummy, max_seqs=max_seqs,
                          kv_tokens_per_seq=args.kv_tokens).start()
     print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", flush=True)

@@ -16,6 +16,7 @@ from .transfer import HostCopy, upload
 
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
 PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
+SIDE_DECODE = True         # the codec decode beside the talker step (False: after it, on one stream; benchmarks)
 
 
 class ModelRunner:
@@ -49,7 +50,7 @@ class ModelRunner:
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
         # The codec decodes a step's frames on a stream of its own, beside the talker step queued after it.
-        self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs else None
+        self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs and SIDE_DECODE else None
         side = self.codec_stream is not None
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs,
                                          torch.cuda.graph_pool_handle() if side else pool,
