@@ -156,6 +156,7 @@ class Engine:
         if slack < 1.5 * cost + reserve:
             return
         self.loop.audio.send(slack)
+        self.runner.join_decode()                          # the turn follows all of the step, its decode too
         cuda = self.model.device.type == "cuda"
         # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
         self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,

@@ -80,6 +80,7 @@ class ModelRunner:
     @torch.inference_mode()
     def start(self, seqs) -> None:
         """New streams: sampling parameters into their slots, fresh codec state (a clone's reference primed)."""
+        self.join_decode()                   # a slot's last decode (its previous stream's) may still run
         slots = self._tensor([s.slot for s in seqs])
         for key, values in zip(self.params, zip(*[self.param_row(s.request.sampling, s.seed) for s in seqs])):
             self.params[key][slots] = upload(values, self.params[key].dtype, self.device)
@@ -200,7 +201,8 @@ class ModelRunner:
         if self.codec_stream is None:
             return HostCopy(codes, self.decode_stage(None, slots, codes))
         # Out of the graph pool first: the talker graph that runs beside the decode may reuse the predict graph's
-        # output memory (graphs of one pool assume they never overlap).
+        # output memory (graphs of one pool assume they never overlap). The last decode must have read its codes.
+        self.join_decode()
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.codec_stream):
@@ -209,7 +211,7 @@ class ModelRunner:
         return out
 
     def join_decode(self) -> None:
-        """Work queued from now on follows the decode: the next predict rewrites the codes it reads, and a new
-        stream's start resets codec state."""
+        """Work queued from now on follows the last decode. Only what touches its inputs waits (the next decode's
+        codes, a new stream's codec state): the next predict and talker step run beside its tail."""
         if self.codec_stream is not None:
             torch.cuda.current_stream().wait_stream(self.codec_stream)

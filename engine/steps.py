@@ -123,7 +123,7 @@ class StepLoop:
             with self._stage("predict"):
                 codes = runner.predict(ready)
             with self._stage("decode"):
-                frames = runner.decode(ready, codes)      # decodes and copies beside the talker
+                frames = runner.decode(ready, codes)      # decodes and copies beside the talker and the next predict
         self._take_eos()                  # the last talk's ids: done by now, or done before this step's frames
         kept = [s.finish_reason is None for s in ready]              # an EOS stream's frame was not a frame
         for s in itertools.compress(ready, kept):
@@ -150,7 +150,6 @@ class StepLoop:
         if talkers:
             with self._stage("talk"):        # its ids are read next step: no wait here for the talker to finish
                 self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
-        runner.join_decode()
         with self._stage("host"):
             if frames is not None:
                 self.audio.add(ready, kept, frames)
