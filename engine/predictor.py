@@ -63,7 +63,7 @@ class CodePredictor(nn.Module):
         h = self._run(torch.stack((hidden, c0_embed), dim=1), kv)
         codes = []
         for j in range(self.groups):
-            code = sample(self.lm_head[j](h).float(), sampling, codebook=j + 1)
+            code = sample(self.lm_head[j](h), sampling, codebook=j + 1)
             codes.append(code)
             if j + 1 < self.groups:
                 h = self._run(self.model.codec_embedding[j](code)[:, None], kv)

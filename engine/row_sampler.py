@@ -61,7 +61,7 @@ if triton is not None:
                        scratch_ptr, out_ptr, V, codebook, BLOCK: tl.constexpr, FEW: tl.constexpr):
         row = tl.program_id(0)
         i = tl.arange(0, BLOCK)
-        x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf"))
+        x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf")).to(tl.float32)
         x = tl.where(x == x, x, float("inf"))           # NaN ranks first, as in torch's sort and argmax
         best = tl.argmax(x, 0, tie_break_left=True)                      # also the first-ranked token
         scaled = x / tl.maximum(tl.load(temperature_ptr + row), 1e-5)
@@ -102,7 +102,7 @@ USE_KERNEL = True         # False: the torch path (equivalence checks)
 def sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int):
     rows, vocab = logits.shape
     if (triton is None or not USE_KERNEL or not (logits.is_cuda or skinny.INTERPRET) or vocab > MAX_VOCAB
-            or logits.dtype != torch.float32 or logits.stride(1) != 1):
+            or not logits.is_floating_point() or logits.stride(1) != 1):
         return NotImplemented
     out = torch.empty(rows, dtype=torch.int64, device=logits.device)
     scratch = torch.empty(rows, FEW, dtype=torch.int64, device=logits.device)

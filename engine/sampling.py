@@ -55,13 +55,14 @@ class SamplingBatch:
 
 
 def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
-    """logits [B, V] float32 (already processed) -> token ids [B]."""
+    """logits [B, V] (already processed; drawn from in float32) -> token ids [B]."""
     if p.all_greedy:
         return logits.argmax(-1)
     return ops["sample_rows"](logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
 
 
 def _sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebook: int):
+    logits = logits.float()
     best = logits.argmax(-1)
     vocab = logits.shape[-1]
     scaled = logits / temperature.clamp_min(1e-5)[:, None]

@@ -63,6 +63,7 @@ for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 
             torch.arange(rows) * 7919 + 3, torch.arange(rows) % 3, 4)
     got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)
     assert torch.equal(got, want), (greedy, temp, k, p, got, want)
+    assert torch.equal(row_sampler.sample_rows(logits.bfloat16(), *args[1:]), want)      # the heads' own dtype
     assert greedy or not torch.equal(got, logits.argmax(-1))      # the draws are not the argmax
 """
 
