@@ -28,6 +28,10 @@ class AudioOut:
         self.in_flight.append((streams, kept, copy))
         self.fresh = True
 
+    def drop(self) -> None:
+        self.in_flight.clear()
+        self.fresh = False
+
     def _can_wait(self, streams: list, margin_s: float) -> bool:
         now = time.perf_counter()
         return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)

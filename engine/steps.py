@@ -161,7 +161,7 @@ class StepLoop:
     def drop_in_flight(self) -> None:
         """After a failed step: nothing of it is read."""
         self.talked = ([], None)
-        self.audio.in_flight.clear()
+        self.audio.drop()
 
     def _take_eos(self) -> None:
         """Streams whose last codebook-0 id was EOS end (their pending audio still goes out)."""
