@@ -9,12 +9,10 @@ the ranking, and with a small top-k only the kept keys are sorted."""
 import torch
 
 from . import fused, skinny
+from .skinny import triton
 
-try:
-    import triton
+if triton is not None:
     import triton.language as tl
-except ImportError:
-    triton = None
 
 MAX_VOCAB = 4096          # a row in registers: the talker's 3,072 and the predictor's 2,048 fit
 FEW = 64                  # a top-p cut after a top-k up to this sorts only the kept tokens
@@ -82,7 +80,8 @@ if triton is not None:
         top_p = tl.load(top_p_ptr + row)
         key = (high << 32) | (BLOCK - 1 - i).to(tl.int64)                 # unique: ties go to the lower id
         if top_p >= 1.0:          # no cut by rank: the race needs no order (a sort of the row costs ~60 us)
-            weights = tl.exp(tl.where(kept, scaled, float("-inf")) - tl.max(tl.where(kept, scaled, float("-inf")), 0))
+            values = tl.where(kept, scaled, float("-inf"))
+            weights = tl.exp(values - tl.max(values, 0))
             drawn = _race(i, weights / tl.sum(weights, 0), base, best)
         elif k <= FEW:            # only the kept keys sorted, gathered through scratch memory
             slot = tl.cumsum(kept.to(tl.int32), 0) - 1
