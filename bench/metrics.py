@@ -26,26 +26,23 @@ class StreamRecord:
     def rtf(self) -> float:
         return (self.arrivals[-1] - self.submitted) / max(self.audio_s, 1e-9)
 
-    def underrun_s(self, times: list[float] | None = None) -> float:
-        """Stall time of a real-time player that starts at the first chunk and waits whenever it runs dry (chunks
-        at their `times`: default, their arrivals)."""
+    def _waits(self, times: list[float] | None = None):
+        """A real-time player that starts at the first chunk and waits whenever it runs dry (chunks at their `times`:
+        default, their arrivals): per chunk, where playback stands when it is needed (s after the first chunk) and
+        how long the player waits for it."""
         times = times or self.arrivals
-        play_end, stall = times[0], 0.0
+        play_end = times[0]
         for t, n in zip(times, self.samples):
-            if t > play_end:
-                stall += t - play_end
-                play_end = t
-            play_end += n / SAMPLE_RATE
-        return stall
+            yield play_end - times[0], max(0.0, t - play_end)
+            play_end = max(play_end, t) + n / SAMPLE_RATE
+
+    def underrun_s(self, times: list[float] | None = None) -> float:
+        """The player's stall time in all."""
+        return sum(wait for _, wait in self._waits(times))
 
     def first_stall_s(self) -> float | None:
         """Where the player first runs dry, seconds after the first chunk (None: never)."""
-        play_end = self.arrivals[0]
-        for t, n in zip(self.arrivals, self.samples):
-            if t > play_end + 1e-3:
-                return play_end - self.arrivals[0]
-            play_end = max(play_end, t) + n / SAMPLE_RATE
-        return None
+        return next((at for at, wait in self._waits() if wait > 1e-3), None)
 
     @property
     def viable(self) -> bool:
