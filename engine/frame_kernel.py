@@ -23,26 +23,27 @@ MAX_STREAMS = skinny.TILE_ROWS // 2      # the first pass has two rows a stream:
 USE_KERNEL = True                        # False: the pass-by-pass path (equivalence checks, benchmarks)
 PROGRAMS = 0                             # programs in the grid (0: one per SM); all must be resident at once
 PREFETCH = True                          # the next stage's weights towards L2 at each stage's start
-BLOCK_N, BLOCK_K = 16, 256
+WARPS = 8
+BLOCK_N, BLOCK_K = 16, 512                 # a tile takes K in up to 512-column loads: many bytes in flight
 SPIN_LIMIT = 1 << 26                     # a barrier waiting longer sets sync[2] and goes on instead of hanging
 
 if triton is not None:
     @triton.jit
     def _sync(sync_ptr, NPROG: tl.constexpr, SPIN: tl.constexpr):
-        """Grid-wide barrier: sync[0] counts arrivals, the last one resets it and bumps the generation sync[1]."""
+        """Grid-wide barrier: sync[0] counts arrivals, the last one resets it and bumps the generation sync[1].
+        The others poll with plain loads (atomics from every SM would queue on one address), then acquire once."""
         if NPROG > 1:
             tl.debug_barrier()                                   # the whole program's writes precede its arrival
-            gen = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+            gen = tl.load(sync_ptr + 1, volatile=True)
             if tl.atomic_add(sync_ptr, 1, sem="acq_rel") == NPROG - 1:
                 tl.atomic_xchg(sync_ptr, 0, sem="relaxed")
                 tl.atomic_add(sync_ptr + 1, 1, sem="release")
             spins = 0
-            now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
-            while (now == gen) & (spins < SPIN):
-                now = tl.atomic_add(sync_ptr + 1, 0, sem="acquire")
+            while (tl.load(sync_ptr + 1, volatile=True) == gen) & (spins < SPIN):
                 spins += 1
             if spins >= SPIN:
                 tl.atomic_xchg(sync_ptr + 2, 1)
+            tl.atomic_add(sync_ptr + 1, 0, sem="acquire")         # the others' writes are visible from here on
             tl.debug_barrier()
 
     @triton.jit
@@ -63,7 +64,8 @@ if triton is not None:
                       counter_ptr, B, eps, scale,
                       HT: tl.constexpr, HP: tl.constexpr, HEADS: tl.constexpr, KV_HEADS: tl.constexpr,
                       D: tl.constexpr, INTER: tl.constexpr, LAYERS: tl.constexpr, GROUPS: tl.constexpr,
-                      V: tl.constexpr, PROJ: tl.constexpr, NPROG: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      V: tl.constexpr, PROJ: tl.constexpr, NPROG: tl.constexpr, BN: tl.constexpr, BK_HT: tl.constexpr,
+                      BK_HP: tl.constexpr, BK_O: tl.constexpr, BK_I: tl.constexpr,
                       IEEE: tl.constexpr, FEW: tl.constexpr, MAX_B: tl.constexpr, PREFETCH: tl.constexpr, SPIN: tl.constexpr):
         pid = tl.program_id(0)
         ROWS: tl.constexpr = 16
@@ -82,7 +84,7 @@ if triton is not None:
                     t = t0 + pid
                     if t < HP // BN:
                         _linear_tile(t, e_ptr, proj_w, proj_w, proj_b, x_ptr, x_ptr, rows, HP, HT, HT, eps, False, False,
-                                     True, False, ROWS, BN, BK, IEEE)
+                                     True, False, ROWS, BN, BK_HT, IEEE)
                 _sync(sync_ptr, NPROG, SPIN)
             for layer in range(LAYERS):
                 _prefetch(o_w + layer * HP * HEADS * D, HP * HEADS * D, pid, NPROG, PREFETCH)
@@ -90,7 +92,7 @@ if triton is not None:
                     t = t0 + pid
                     if t < QKV // BN:
                         _linear_tile(t, x_ptr, ln1_w + layer * HP, qkv_w + layer * QKV * HP, proj_b, x_ptr, qkv_ptr, rows,
-                                     QKV, HP, HP, eps, True, False, False, False, ROWS, BN, BK, IEEE)
+                                     QKV, HP, HP, eps, True, False, False, False, ROWS, BN, BK_HP, IEEE)
                 _sync(sync_ptr, NPROG, SPIN)
                 _prefetch(gu_w + layer * 2 * INTER * HP, 2 * INTER * HP, pid, NPROG, PREFETCH)
                 for g0 in range(0, KV_HEADS, NPROG):            # a KV head: its q/k heads normed and rotated, then
@@ -112,7 +114,7 @@ if triton is not None:
                     t = t0 + pid
                     if t < HP // BN:
                         _linear_tile(t, o_ptr, proj_b, o_w + layer * HP * HEADS * D, proj_b, x_ptr, x_ptr, rows, HP,
-                                     HEADS * D, HEADS * D, eps, False, False, False, True, ROWS, BN, BK, IEEE)
+                                     HEADS * D, HEADS * D, eps, False, False, False, True, ROWS, BN, BK_O, IEEE)
                 _sync(sync_ptr, NPROG, SPIN)
                 if layer + 1 < LAYERS:
                     _prefetch(qkv_w + (layer + 1) * QKV * HP, QKV * HP, pid, NPROG, PREFETCH)
@@ -122,13 +124,13 @@ if triton is not None:
                     t = t0 + pid
                     if t < INTER // BN:
                         _linear_tile(t, x_ptr, ln2_w + layer * HP, gu_w + layer * 2 * INTER * HP, proj_b, x_ptr, mid_ptr,
-                                     rows, INTER, HP, HP, eps, True, True, False, False, ROWS, BN, BK, IEEE)
+                                     rows, INTER, HP, HP, eps, True, True, False, False, ROWS, BN, BK_HP, IEEE)
                 _sync(sync_ptr, NPROG, SPIN)
                 for t0 in range(0, HP // BN, NPROG):
                     t = t0 + pid
                     if t < HP // BN:
                         _linear_tile(t, mid_ptr, proj_b, down_w + layer * HP * INTER, proj_b, x_ptr, x_ptr, rows, HP,
-                                     INTER, INTER, eps, False, False, False, True, ROWS, BN, BK, IEEE)
+                                     INTER, INTER, eps, False, False, False, True, ROWS, BN, BK_I, IEEE)
                 _sync(sync_ptr, NPROG, SPIN)
             if PROJ:
                 _prefetch(proj_w, HP * HT, pid, NPROG, PREFETCH)
@@ -138,7 +140,7 @@ if triton is not None:
                 t = t0 + pid
                 if t < V // BN:
                     _linear_tile(t, x_ptr + (n - 1) * HP, norm_w, head_w + j * V * HP, proj_b, x_ptr, logits_ptr, B, V,
-                                 HP, n * HP, eps, True, False, False, False, ROWS, BN, BK, IEEE)
+                                 HP, n * HP, eps, True, False, False, False, ROWS, BN, BK_HP, IEEE)
             _sync(sync_ptr, NPROG, SPIN)
             for b0 in range(0, MAX_B, NPROG):                       # draw codebook j + 1; its embedding is the next input
                 b = b0 + pid
@@ -200,6 +202,7 @@ class FrameKernel:
             self.embeddings, cos, sin, sampling.greedy, sampling.temperature, sampling.top_k, sampling.top_p,
             sampling.seed, sampling.counter, b, self.p.model.norm.eps, d ** -0.5,
             HT=ht, HP=hp, HEADS=heads, KV_HEADS=kv_heads, D=d, INTER=cfg.intermediate_size, LAYERS=cfg.num_layers,
-            GROUPS=groups, V=vocab, PROJ=proj, NPROG=programs, BN=BLOCK_N, BK=BLOCK_K, IEEE=dt == torch.float32,
-            FEW=row_sampler.FEW, MAX_B=MAX_STREAMS, PREFETCH=PREFETCH and not skinny.INTERPRET, SPIN=SPIN_LIMIT, num_warps=4, num_stages=2)
+            GROUPS=groups, V=vocab, PROJ=proj, NPROG=programs, BN=BLOCK_N, BK_HT=min(ht, BLOCK_K), BK_HP=min(hp, BLOCK_K),
+            BK_O=min(heads * d, BLOCK_K), BK_I=min(cfg.intermediate_size, BLOCK_K), IEEE=dt == torch.float32,
+            FEW=row_sampler.FEW, MAX_B=MAX_STREAMS, PREFETCH=PREFETCH and not skinny.INTERPRET, SPIN=SPIN_LIMIT, num_warps=WARPS, num_stages=1)
         return codes
