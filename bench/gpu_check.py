@@ -10,7 +10,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
-from engine import dense_attention, frame_kernel, paged_attention, row_sampler, runner, skinny  # noqa: E402
+from engine import dense_attention, paged_attention, row_sampler, runner, skinny  # noqa: E402
 
 
 def check_kernel() -> None:
@@ -132,7 +132,6 @@ def check_paths(dummy: str, dtype: str, paths) -> None:
     for name in paths:
         graphs, kernel, side = PATHS[name]
         paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = kernel
-        frame_kernel.USE_KERNEL = kernel
         skinny.MAX_ROWS = skinny.TILE_ROWS if kernel else 0
         runner.SIDE_DECODE = side
         t0 = time.perf_counter()
@@ -140,7 +139,7 @@ def check_paths(dummy: str, dtype: str, paths) -> None:
         outputs[name] = run(engine, requests())
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
-    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = frame_kernel.USE_KERNEL = True
+    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = True
     skinny.MAX_ROWS, runner.SIDE_DECODE = skinny.TILE_ROWS, True
     fast, *others = list(outputs)
     for name in others:
@@ -153,6 +152,10 @@ def check_paths(dummy: str, dtype: str, paths) -> None:
             errors = [pcm_error(x, y) for (_, x), (_, y) in zip(outputs[fast], outputs[name])]
             print(f"{dummy} {dtype}: {fast} vs {name} PCM: relative error per request (overall, worst frame) "
                   + ", ".join(f"({a:.1e}, {b:.1e})" for a, b in errors))
+            # The decode beside the talker and the next predict (its own stream and graph pool) must decode exactly
+            # what the same graphs decode in line. Against eager the arithmetic differs (H100, bf16: 8-13%: random
+            # codec weights amplify rounding), so that comparison is reported, not asserted.
+            assert name != "graphs+kernel+serial-decode" or max(a for a, _ in errors) < 1e-6
 
 
 if __name__ == "__main__":

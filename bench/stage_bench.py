@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine, SamplingParams, frame_kernel, skinny  # noqa: E402
+from engine import Engine, SamplingParams, skinny  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -85,11 +85,8 @@ def main():
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
     p.add_argument("--skinny-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
-    p.add_argument("--frame-kernel", choices=["on", "off", "both"], default="on",
-                   help="the predictor's one-kernel frame for up to 8 streams (both: the predict column twice)")
     args = p.parse_args()
     skinny.MAX_ROWS = args.skinny_rows
-    frame_kernel.USE_KERNEL = args.frame_kernel != "off"
     max_b = max(args.batches)
     engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
@@ -98,15 +95,7 @@ def main():
         calls = stage_calls(engine.runner, b, args.context)
         t_pred, t_talk, t_dec = (gpu_ms(calls[k]) for k in ("predict", "talk", "decode"))
         total = t_pred + t_talk + t_dec
-        note = ""
-        if args.frame_kernel == "both" and b <= frame_kernel.MAX_STREAMS:     # the same stage, captured anew without
-            frame_kernel.USE_KERNEL = False                                     # the one-kernel frame
-            engine.runner.predict_stage.graphs.clear()
-            note = f"(without the one-kernel frame: predict {gpu_ms(calls['predict']):.2f})"
-            frame_kernel.USE_KERNEL = True
-            engine.runner.predict_stage.graphs.clear()
-        print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f} {note}",
-              flush=True)
+        print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
     for b in args.kernels:
         for name, fn in eager_calls(engine.runner, b, args.context).items():
             kernel_table(f"batch {b} {name}", fn)

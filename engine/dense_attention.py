@@ -27,10 +27,11 @@ def dense_attention_reference(q, k, v, cache_k, cache_v, start: int, scale: floa
 
 if triton is not None:
     @triton.jit
-    def _dense_group(b, kvh, q_ptr, k_ptr, v_ptr, ck_ptr, cv_ptr, o_ptr, start, n, scale, stride_k, stride_v,
-                     stride_cb, KV_HEADS: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, NEW: tl.constexpr,
-                     ROWS: tl.constexpr, POSITIONS: tl.constexpr, IEEE: tl.constexpr):
-        """Stream b's KV head kvh: its new keys/values into the cache, then its query heads' attention."""
+    def _dense_attention_kernel(q_ptr, k_ptr, v_ptr, ck_ptr, cv_ptr, o_ptr, start, n, scale, stride_k, stride_v,
+                                stride_cb,
+                                KV_HEADS: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, NEW: tl.constexpr,
+                                ROWS: tl.constexpr, POSITIONS: tl.constexpr, IEEE: tl.constexpr):
+        b, kvh = tl.program_id(0), tl.program_id(1)
         dims = tl.arange(0, D)
         t = tl.arange(0, NEW)                                          # this frame's new positions
         new = (b * n + t)[:, None]
@@ -55,14 +56,6 @@ if triton is not None:
         weights = tl.exp(scores - tl.max(scores, axis=1)[:, None])
         out = tl.dot(weights.to(values.dtype), values, input_precision=precision) / tl.sum(weights, axis=1)[:, None]
         tl.store(o_ptr + q_offs, out.to(o_ptr.dtype.element_ty), mask=live_r[:, None])
-
-    @triton.jit
-    def _dense_attention_kernel(q_ptr, k_ptr, v_ptr, ck_ptr, cv_ptr, o_ptr, start, n, scale, stride_k, stride_v,
-                                stride_cb,
-                                KV_HEADS: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, NEW: tl.constexpr,
-                                ROWS: tl.constexpr, POSITIONS: tl.constexpr, IEEE: tl.constexpr):
-        _dense_group(tl.program_id(0), tl.program_id(1), q_ptr, k_ptr, v_ptr, ck_ptr, cv_ptr, o_ptr, start, n, scale,
-                     stride_k, stride_v, stride_cb, KV_HEADS, GROUP, D, NEW, ROWS, POSITIONS, IEEE)
 
 
 USE_KERNEL = True      # False: the torch path everywhere (GPU equivalence checks)

@@ -62,22 +62,15 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
 
-def pack_views(*linears: nn.Linear, out: torch.Tensor | None = None) -> torch.Tensor:
-    packed = torch.cat([lin.weight.data for lin in linears], out=out)
+
+def pack_views(*linears: nn.Linear) -> torch.Tensor:
+    packed = torch.cat([lin.weight.data for lin in linears])
     start = 0
     for lin in linears:
         rows = lin.weight.shape[0]
         lin.weight.data = packed[start:start + rows]
         start += rows
     return packed
-
-
-def restack(params: list) -> torch.Tensor:
-    """One [len(params), ...] tensor; each parameter becomes a view of its slice."""
-    stacked = torch.stack([p.data for p in params])
-    for p, view in zip(params, stacked):
-        p.data = view
-    return stacked
 
 
 class DecoderLayer(nn.Module):
@@ -89,12 +82,11 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     @torch.no_grad()
-    def pack(self, qkv: torch.Tensor | None = None, gate_up: torch.Tensor | None = None) -> None:
-        """One weight for q/k/v and one for gate/up (the checkpoint's tensors become views into them; into the
-        given tensors if any)."""
+    def pack(self) -> None:
+        """One weight for q/k/v and one for gate/up (the checkpoint's tensors become views into them)."""
         a, m = self.self_attn, self.mlp
-        self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj, out=qkv)
-        self.w_gate_up = pack_views(m.gate_proj, m.up_proj, out=gate_up)
+        self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
+        self.w_gate_up = pack_views(m.gate_proj, m.up_proj)
 
     def forward(self, x, cos, sin, kv):
         a, m = self.self_attn, self.mlp
@@ -115,24 +107,9 @@ class DecoderStack(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    @torch.no_grad()
-    def pack(self, stacked: bool = False) -> None:
-        """Packed q/k/v and gate/up per layer. `stacked`: every layer weight of a kind in one [layers, ...] tensor
-        (`self.stacks`; the layers' weights become views into them), for kernels that run the whole stack."""
-        if not stacked:
-            for layer in self.layers:
-                layer.pack()
-            return
-        first = self.layers[0]
-        a, m = first.self_attn, first.mlp
-        empty = lambda *linears: first.input_layernorm.weight.new_empty(
-            len(self.layers), sum(lin.weight.shape[0] for lin in linears), linears[0].weight.shape[1])
-        self.stacks = dict(qkv=empty(a.q_proj, a.k_proj, a.v_proj), gate_up=empty(m.gate_proj, m.up_proj))
-        for layer, qkv, gate_up in zip(self.layers, self.stacks["qkv"], self.stacks["gate_up"]):
-            layer.pack(qkv, gate_up)
-        for name, path in (("ln1", "input_layernorm"), ("q_norm", "self_attn.q_norm"), ("k_norm", "self_attn.k_norm"),
-                           ("o", "self_attn.o_proj"), ("ln2", "post_attention_layernorm"), ("down", "mlp.down_proj")):
-            self.stacks[name] = restack([layer.get_submodule(path).weight for layer in self.layers])
+    def pack(self) -> None:
+        for layer in self.layers:
+            layer.pack()
 
     def forward(self, x, cos, sin, kv):
         for layer in self.layers:

@@ -87,7 +87,7 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
         name = str(model)
     tts = tts.to(device, dtype).eval()
     tts.talker.model.pack()
-    tts.talker.code_predictor.pack()
+    tts.talker.code_predictor.model.pack()
     codec = codec.to(device, dtype).eval()
     codec.encoder.float()           # reference codes are computed once per voice: keep them exact
     codec.decoder.quantizer.refresh()

@@ -7,7 +7,6 @@ from torch import nn
 
 from .config import TTSConfig
 from .dense_attention import dense_attention
-from .frame_kernel import FrameKernel
 from .layers import DecoderStack, Rotary
 from .sampling import sample
 
@@ -45,14 +44,6 @@ class CodePredictor(nn.Module):
         self.small_to_mtp_projection = nn.Identity() if same else nn.Linear(cfg.talker.hidden_size,
                                                                             cfg.predictor.hidden_size, bias=True)
         self.rotary = Rotary(cfg.predictor.head_dim, cfg.predictor.rope_theta, max_positions=cfg.num_code_groups)
-        self.frame_kernel = None
-        self.kernel_fits = FrameKernel.fits(cfg.predictor, cfg.talker.hidden_size, cfg.predictor.vocab_size)
-
-    def pack(self) -> None:
-        """Packed layer weights; stacked for the one-kernel frame where it runs (a few streams on CUDA)."""
-        self.model.pack(stacked=self.kernel_fits)
-        if self.kernel_fits:
-            self.frame_kernel = FrameKernel(self)
 
     def _run(self, x: torch.Tensor, kv: DenseKV) -> torch.Tensor:
         """x: [B, n, H_talker] new positions -> last position's hidden [B, H_pred]."""
@@ -66,10 +57,6 @@ class CodePredictor(nn.Module):
 
     def forward(self, hidden: torch.Tensor, c0_embed: torch.Tensor, sampling) -> torch.Tensor:
         """hidden, c0_embed: [B, H_talker] -> codes 1..15: [B, 15]. `sampling` holds per-row parameters."""
-        if self.frame_kernel is not None:
-            codes = self.frame_kernel(hidden, c0_embed, sampling)
-            if codes is not NotImplemented:
-                return codes
         b = hidden.shape[0]
         kv = DenseKV(self.cfg.num_layers, b, self.cfg.num_kv_heads, self.cfg.head_dim, self.groups + 1,
                      hidden.dtype, hidden.device)

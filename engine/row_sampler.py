@@ -55,9 +55,9 @@ if triton is not None:
         return _race(BLOCK - 1 - (ranked & 0xFFFFFFFF).to(tl.int32), probs, base, best)
 
     @triton.jit
-    def _sample_row(row, logits_ptr, stride, greedy_ptr, temperature_ptr, top_k_ptr, top_p_ptr, seed_ptr, counter_ptr,
-                    scratch_ptr, V, codebook, BLOCK: tl.constexpr, FEW: tl.constexpr):
-        """Row `row`'s drawn token (int64)."""
+    def _sample_kernel(logits_ptr, stride, greedy_ptr, temperature_ptr, top_k_ptr, top_p_ptr, seed_ptr, counter_ptr,
+                       scratch_ptr, out_ptr, V, codebook, BLOCK: tl.constexpr, FEW: tl.constexpr):
+        row = tl.program_id(0)
         i = tl.arange(0, BLOCK)
         x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf")).to(tl.float32)
         x = tl.where(x == x, x, float("inf"))           # NaN ranks first, as in torch's sort and argmax
@@ -92,14 +92,7 @@ if triton is not None:
             drawn = _draw_ranked(tl.sort(few, descending=True), k, top_p, base, best, BLOCK)
         else:
             drawn = _draw_ranked(tl.sort(key, descending=True), k, top_p, base, best, BLOCK)
-        return tl.where(tl.load(greedy_ptr + row), best, drawn).to(tl.int64)
-
-    @triton.jit
-    def _sample_kernel(logits_ptr, stride, greedy_ptr, temperature_ptr, top_k_ptr, top_p_ptr, seed_ptr, counter_ptr,
-                       scratch_ptr, out_ptr, V, codebook, BLOCK: tl.constexpr, FEW: tl.constexpr):
-        row = tl.program_id(0)
-        tl.store(out_ptr + row, _sample_row(row, logits_ptr, stride, greedy_ptr, temperature_ptr, top_k_ptr, top_p_ptr,
-                                            seed_ptr, counter_ptr, scratch_ptr, V, codebook, BLOCK, FEW))
+        tl.store(out_ptr + row, tl.where(tl.load(greedy_ptr + row), best, drawn).to(tl.int64))
 
 
 USE_KERNEL = True         # False: the torch path (equivalence checks)

@@ -66,10 +66,10 @@ if triton is not None:
         return acc
 
     @triton.jit
-    def _qk_norm_rope(head, qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, M, stride_qkv, cs_rows, eps,
-                      HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr):
-        """Per-head RMSNorm, then RoPE (rotate-half), of one q or k head of the packed projection; row m's RoPE
-        angles at cos/sin + cs_rows[m]."""
+    def _qk_norm_rope_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, M, stride_qkv, stride_cs, eps,
+                             HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr):
+        """Per-head RMSNorm, then RoPE (rotate-half), of one q or k head of the packed projection."""
+        head = tl.program_id(0)
         half: tl.constexpr = D // 2
         j = tl.arange(0, half)[None, :]
         m = tl.arange(0, ROWS)[:, None]
@@ -84,7 +84,7 @@ if triton is not None:
         rstd = tl.math.rsqrt((tl.sum(lo * lo, axis=1) + tl.sum(hi * hi, axis=1)) / D + eps)[:, None]
         lo = (tl.load(n_ptr + j).to(tl.float32) * (lo * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
         hi = (tl.load(n_ptr + half + j).to(tl.float32) * (hi * rstd).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-        cs = cs_rows + j
+        cs = m * stride_cs + j
         cos_lo, cos_hi = tl.load(cos_ptr + cs, mask=live, other=0.0), tl.load(cos_ptr + cs + half, mask=live, other=0.0)
         sin_lo, sin_hi = tl.load(sin_ptr + cs, mask=live, other=0.0), tl.load(sin_ptr + cs + half, mask=live, other=0.0)
         out_lo = lo * cos_lo.to(tl.float32) - hi * sin_lo.to(tl.float32)
@@ -97,44 +97,26 @@ if triton is not None:
         tl.store(at + half, out_hi.to(dtype), mask=live)
 
     @triton.jit
-    def _qk_norm_rope_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, M, stride_qkv, stride_cs, eps,
-                             HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr):
-        _qk_norm_rope(tl.program_id(0), qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, M, stride_qkv,
-                      tl.arange(0, ROWS)[:, None] * stride_cs, eps, HEADS, KV_HEADS, D, ROWS)
-
-    @triton.jit
-    def _linear_tile(tile, x_ptr, norm_ptr, w_ptr, bias_ptr, res_ptr, out_ptr, M, N: tl.constexpr, K: tl.constexpr,
-                     stride_x, eps, NORM: tl.constexpr, GATED: tl.constexpr, BIAS: tl.constexpr,
-                     RESIDUAL: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     IEEE: tl.constexpr):
-        """Columns tile*BLOCK_N.. of out = x @ W^T (+ bias, rounded once) (+ residual); GATED: W holds gate rows
-        then up rows and out = silu(gate) * up."""
-        n = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    def _linear_kernel(x_ptr, norm_ptr, w_ptr, res_ptr, out_ptr, M, N: tl.constexpr, K: tl.constexpr, stride_x, eps,
+                       NORM: tl.constexpr, GATED: tl.constexpr, RESIDUAL: tl.constexpr, ROWS: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
+        """out = x @ W^T (+ residual); GATED: W holds gate rows then up rows and out = silu(gate) * up."""
+        n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         dtype = out_ptr.dtype.element_ty
         if GATED:          # the gate rows and the matching up rows in one tile
             r = tl.arange(0, 2 * BLOCK_N)
-            rows = tile * BLOCK_N + r % BLOCK_N + (r // BLOCK_N) * N
+            rows = tl.program_id(0) * BLOCK_N + r % BLOCK_N + (r // BLOCK_N) * N
             acc = _product(x_ptr, stride_x, norm_ptr, w_ptr, rows, M, K, eps, NORM, ROWS, BLOCK_K, IEEE)
             halves = tl.permute(tl.reshape(acc.to(dtype).to(tl.float32), [ROWS, 2, BLOCK_N]), (0, 2, 1))
             g, up = tl.split(halves)
             y = ((g / (1.0 + tl.exp(-g))).to(dtype).to(tl.float32) * up).to(dtype)
         else:
-            y = _product(x_ptr, stride_x, norm_ptr, w_ptr, n, M, K, eps, NORM, ROWS, BLOCK_K, IEEE)
-            if BIAS:
-                y += tl.load(bias_ptr + n).to(tl.float32)[None, :]
-            y = y.to(dtype)
+            y = _product(x_ptr, stride_x, norm_ptr, w_ptr, n, M, K, eps, NORM, ROWS, BLOCK_K, IEEE).to(dtype)
         m = tl.arange(0, ROWS)[:, None]
         offs = m * N + n[None, :]
         if RESIDUAL:
             y = (tl.load(res_ptr + offs, mask=m < M, other=0.0).to(tl.float32) + y.to(tl.float32)).to(dtype)
         tl.store(out_ptr + offs, y, mask=m < M)
-
-    @triton.jit
-    def _linear_kernel(x_ptr, norm_ptr, w_ptr, res_ptr, out_ptr, M, N: tl.constexpr, K: tl.constexpr, stride_x, eps,
-                       NORM: tl.constexpr, GATED: tl.constexpr, RESIDUAL: tl.constexpr, ROWS: tl.constexpr,
-                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
-        _linear_tile(tl.program_id(0), x_ptr, norm_ptr, w_ptr, w_ptr, res_ptr, out_ptr, M, N, K, stride_x, eps, NORM,
-                     GATED, False, RESIDUAL, ROWS, BLOCK_N, BLOCK_K, IEEE)
 
 
 def _usable(x) -> bool:
