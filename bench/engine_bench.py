@@ -90,6 +90,10 @@ def main():
     p.add_argument("--profile", action="store_true", help="synchronize and time each stage (slower)")
     p.add_argument("--host-profile", action="store_true", help="cProfile the engine thread's steps per level")
     p.add_argument("--serial-decode", action="store_true", help="the codec decode after the talker, not beside it")
+    p.add_argument("--official", type=int, nargs="+", metavar="BATCH",
+                   help="then the official qwen-tts on the same weights at these batch sizes, and the ratios "
+                        "(its wheels: bash bench/official_wheels.sh)")
+    p.add_argument("--official-frames", type=int, default=100)
     p.add_argument("--json")
     args = p.parse_args()
     import torch
@@ -130,6 +134,34 @@ def main():
         if args.json:                               # after every level: a run cut short keeps what it measured
             Path(args.json).write_text(json.dumps(results, indent=1))
     engine.shutdown()
+    if args.official and not args.model:
+        del engine
+        results += against_official(args.dummy, args.official, args.official_frames, results)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def against_official(variant: str, batches: list[int], frames: int, ours: list[dict]) -> list[dict]:
+    """The official implementation on the very weights of `--dummy VARIANT`, in this run, and our ratios to it."""
+    import gc
+
+    import torch
+
+    from bench.official_bench import build_official, measure
+    from engine.weights import default_device_dtype
+    gc.collect()
+    torch.cuda.empty_cache()
+    tts = build_official(variant, *default_device_dtype(None, None), seed=0, attn="sdpa")
+    rows = measure(tts, batches, frames, max_chars=125, streaming_text=True)
+    one = [r for r in ours if r.get("concurrency") == 1]
+    single = [r for r in rows if r["batch"] == 1]
+    ratios = dict(ratios="ours vs official qwen-tts, same weights and GPU",
+                  throughput=max(r["audio_s_per_s"] for r in ours) / max(r["audio_s_per_s"] for r in rows))
+    if one and single:
+        ratios.update(rtf_one_stream=single[0]["rtf"] / one[-1]["rtf_p50"],
+                      first_audio=single[0]["first_audio_ms"] / one[-1]["ttfa_p50_ms"])
+    print("  ".join(f"{k}: {v:.1f}x" if isinstance(v, float) else v for k, v in ratios.items()), flush=True)
+    return rows + [ratios]
 
 
 if __name__ == "__main__":

@@ -84,6 +84,50 @@ def synthesize(tts, texts: list[str], frames: int, streaming_text: bool):
     return tts.generate_voice_clone(texts, ref_audio=(ref, SR), x_vector_only_mode=True, **kw)
 
 
+def measure(tts, batches, frames: int, max_chars: int, streaming_text: bool, seed: int = 0) -> list[dict]:
+    """One official call per batch size: wall time, its split into generate | decode, RTF, audio-s/s."""
+    cuda = tts.device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    generate, timing = tts.model.generate, {}
+
+    def timed_generate(*a, **kw):                                # split the call: talker+predictor | codec decode
+        codes, hidden = generate(*a, **kw)
+        sync()
+        timing.update(gen_end=time.perf_counter(), frames=[len(c) for c in codes])
+        return codes, hidden
+    tts.model.generate = timed_generate
+    torch.manual_seed(seed)
+    synthesize(tts, [t for t, _ in workload(2, seed=99, max_chars=60)], min(frames, 4), streaming_text)
+    device_name = torch.cuda.get_device_name() if cuda else "cpu"
+    rows = []
+    for b in batches:
+        texts = [t for t, _ in workload(b, seed=b, max_chars=max_chars)]
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        torch.manual_seed(seed + b)
+        sync()
+        t0 = time.perf_counter()
+        wavs, sr = synthesize(tts, texts, frames, streaming_text)
+        sync()
+        wall = time.perf_counter() - t0
+        assert sr == SR and len(wavs) == b
+        audio, gen = sum(len(w) for w in wavs) / SR, timing["gen_end"] - t0
+        steps = max(timing["frames"])                            # the batch steps until its longest stream ends
+        r = dict(device=device_name, model=f"official qwen-tts {tts.model.tts_model_type}", batch=b,
+                 frames_per_stream=frames, frames=sum(timing["frames"]), steps=steps, wall_s=wall, generate_s=gen,
+                 decode_s=wall - gen, audio_s=audio, rtf=wall / (audio / b), audio_s_per_s=audio / wall,
+                 ms_per_step=1000 * wall / steps, first_audio_ms=1000 * wall,
+                 gpu_mem_gib=torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0)
+        rows.append(r)
+        print(f"official b={b:4d} wall {wall:8.2f} s (gen {gen:7.2f} + decode {wall - gen:6.2f}) | frames "
+              f"{r['frames']:6d} ({steps} steps) | audio {audio:8.1f} s | rtf {r['rtf']:.3f} | "
+              f"{r['audio_s_per_s']:7.1f} audio-s/s | {r['ms_per_step']:7.1f} ms/step | first audio {1000 * wall:8.0f} ms "
+              f"| {r['gpu_mem_gib']:.1f} GiB", flush=True)
+    tts.model.generate = generate
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--variant", default="1.7B-CustomVoice", help="a published variant, tiny or tiny-<variant>")
@@ -99,9 +143,6 @@ def main():
     p.add_argument("--json")
     args = p.parse_args()
     device, dtype = default_device_dtype(args.device, args.dtype)
-    cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-
     t0 = time.perf_counter()
     tts = build_official(args.variant, device, dtype, args.seed, args.attn)
     print(f"built official {tts.model.tts_model_type} dummy:{args.variant} on {device} {dtype} in "
@@ -114,44 +155,9 @@ def main():
         print(f"weights identical to engine dummy: {tts_ok and codec_ok}")
         print(f"  model {tts_msg}, speech tokenizer {codec_msg}", flush=True)
         del ours
-
-    generate, timing = tts.model.generate, {}
-
-    def timed_generate(*a, **kw):                                # split the call: talker+predictor | codec decode
-        codes, hidden = generate(*a, **kw)
-        sync()
-        timing.update(gen_end=time.perf_counter(), frames=[len(c) for c in codes])
-        return codes, hidden
-    tts.model.generate = timed_generate
-
-    torch.manual_seed(args.seed)
-    synthesize(tts, [t for t, _ in workload(2, seed=99, max_chars=60)], min(args.frames, 4), args.streaming_text)
-    device_name = torch.cuda.get_device_name() if cuda else "cpu"
-    rows = []
-    for b in args.batch:
-        texts = [t for t, _ in workload(b, seed=b, max_chars=args.max_chars)]
-        if cuda:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-        torch.manual_seed(args.seed + b)
-        sync()
-        t0 = time.perf_counter()
-        wavs, sr = synthesize(tts, texts, args.frames, args.streaming_text)
-        sync()
-        wall = time.perf_counter() - t0
-        assert sr == SR and len(wavs) == b
-        audio, gen = sum(len(w) for w in wavs) / SR, timing["gen_end"] - t0
-        steps = max(timing["frames"])                            # the batch steps until its longest stream ends
-        r = dict(device=device_name, model=f"official qwen-tts dummy:{args.variant}", dtype=str(dtype), attn=args.attn,
-                 batch=b, frames_per_stream=args.frames, frames=sum(timing["frames"]), steps=steps, wall_s=wall,
-                 generate_s=gen, decode_s=wall - gen, audio_s=audio, rtf=wall / (audio / b), audio_s_per_s=audio / wall,
-                 ms_per_step=1000 * wall / steps, first_audio_ms=1000 * wall,
-                 gpu_mem_gib=torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0)
-        rows.append(r)
-        print(f"b={b:4d} wall {wall:8.2f} s (gen {gen:7.2f} + decode {wall - gen:6.2f}) | frames {r['frames']:6d} "
-              f"({steps} steps) | audio {audio:8.1f} s | rtf {r['rtf']:.3f} | {r['audio_s_per_s']:7.1f} audio-s/s "
-              f"| {r['ms_per_step']:7.1f} ms/step | first audio {1000 * wall:8.0f} ms | {r['gpu_mem_gib']:.1f} GiB",
-              flush=True)
+    rows = measure(tts, args.batch, args.frames, args.max_chars, args.streaming_text, args.seed)
+    for r in rows:
+        r.update(dtype=str(dtype), attn=args.attn, model=f"{r['model']} dummy:{args.variant}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
