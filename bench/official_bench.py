@@ -122,8 +122,8 @@ def measure(tts, batches, frames: int, max_chars: int, streaming_text: bool, see
         rows.append(r)
         print(f"official b={b:4d} wall {wall:8.2f} s (gen {gen:7.2f} + decode {wall - gen:6.2f}) | frames "
               f"{r['frames']:6d} ({steps} steps) | audio {audio:8.1f} s | rtf {r['rtf']:.3f} | "
-              f"{r['audio_s_per_s']:7.1f} audio-s/s | {r['ms_per_step']:7.1f} ms/step | first audio {1000 * wall:8.0f} ms "
-              f"| {r['gpu_mem_gib']:.1f} GiB", flush=True)
+              f"{r['audio_s_per_s']:7.1f} audio-s/s | {r['ms_per_step']:7.1f} ms/step | "
+              f"first audio {1000 * wall:8.0f} ms | {r['gpu_mem_gib']:.1f} GiB", flush=True)
     tts.model.generate = generate
     return rows
 
