@@ -92,7 +92,7 @@ def main():
     p.add_argument("--serial-decode", action="store_true", help="the codec decode after the talker, not beside it")
     p.add_argument("--official", type=int, nargs="+", metavar="BATCH",
                    help="then the official qwen-tts on the same weights at these batch sizes, and the ratios "
-                        "(its wheels: bash bench/official_wheels.sh)")
+                        "(its wheels: bash bench/gpu_wheels.sh)")
     p.add_argument("--official-frames", type=int, default=100)
     p.add_argument("--json")
     args = p.parse_args()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Wheels for the official qwen-tts on the GPU machine (Python 3.12, no network there): `.whl/` (git-ignored), carried
-# with the device run (`carry: [".whl"]`). On the machine:
+# Wheels for the GPU machine (Python 3.12, no network there) into `.whl/` (git-ignored), carried with the device run
+# (`carry: [".whl"]`): the gateway's (for ws_bench.py) and the official qwen-tts's (for --official). On the machine:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:bench/stubs
-# then `engine_bench.py ... --official 1 16 64`. transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants
-# tokenizers <= 0.23.0 and huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel
-# does not fit the 64 MiB carry; the benchmark's paths run no jitted code).
+# transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
+# huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the 64 MiB
+# carry; the benchmarks' paths run no jitted code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .whl && mkdir .whl
@@ -14,5 +14,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 librosa==0.11.0 \
     soundfile==0.13.1 cffi==2.0.0 pycparser==3.0 soxr==1.0.0 audioread==3.1.0 lazy_loader==0.6 decorator==5.2.1 \
     msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2 \
-    requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8
+    requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8 \
+    starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1 \
+    httpx==0.28.1 httpcore==1.0.9
 du -sh .whl
