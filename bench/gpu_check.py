@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
 from engine import dense_attention, paged_attention, row_sampler, runner, skinny  # noqa: E402
+from engine.audio_out import SAMPLES_PER_FRAME  # noqa: E402
 
 
 def check_kernel() -> None:
@@ -121,9 +122,9 @@ PATHS = {"graphs+kernel": (True, True, True), "graphs+kernel+serial-decode": (Tr
 
 
 def pcm_error(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """Relative error of x against y, overall and in the worst 1920-sample frame."""
-    frames = y.numel() // 1920
-    dx, ry = (x - y)[:frames * 1920].view(frames, -1), y[:frames * 1920].view(frames, -1)
+    """Relative error of x against y, overall and in the worst frame."""
+    n = y.numel() // SAMPLES_PER_FRAME * SAMPLES_PER_FRAME
+    dx, ry = (x - y)[:n].view(-1, SAMPLES_PER_FRAME), y[:n].view(-1, SAMPLES_PER_FRAME)
     return (x - y).norm().item() / y.norm().item(), (dx.norm(dim=1) / ry.norm(dim=1).clamp_min(1e-6)).max().item()
 
 
