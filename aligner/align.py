@@ -15,6 +15,7 @@ from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
 from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
+from .forward import Forward
 from .model import AlignerModel
 from .text import segment
 
@@ -111,9 +112,10 @@ class Aligner:
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
-        than 16 kHz is resampled on the device. `turn`: called once the host's work is done, a context manager for
-        the device's (engine/turns.py: the forward's kernels follow the turn's `after`, and end it once queued,
-        before the results are read)."""
+        than 16 kHz is resampled on the device. `turn`: turn(weights) gives a context manager for the device's time
+        (engine/turns.py) once the host's work is done, `weights` the GFLOP of the forward's slices left
+        (aligner/forward.py); its `count` slices are queued after its `after` event, and it is ended once they are.
+        Turns follow until every slice is queued; then the results are read."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -125,18 +127,20 @@ class Aligner:
         plan = self.model.plan(frames, width, [self._input_ids(audio_tokens(f), items[i][1])
                                                for i, f in zip(todo, frames)])
         staged = joined(audios, pin=self.stream is not None)    # the audio's host copies, before the turn too
-        with turn() if turn is not None else contextlib.nullcontext() as now, \
-                torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
-            marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
-            if now is not None and now.after is not None:
-                self.stream.wait_event(now.after)
-            marks and marks[0].record()
-            mel = log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
-            forwards = self.model.launch(mel, plan)
-            marks and marks[1].record()
-            if now is not None:
-                now.end(*reversed(marks))
-            classes = self.model.read(forwards)        # on the stream that made them
+        mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
+        forward = Forward(self.model, mel, plan)
+        while forward.left:
+            with turn(forward.left) if turn is not None else contextlib.nullcontext() as now, \
+                    torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
+                if now is not None and now.after is not None:
+                    self.stream.wait_event(now.after)
+                marks and marks[0].record()
+                forward.run(len(forward.left) if now is None else now.count)
+                marks and marks[1].record()
+                if now is not None:
+                    now.end(*reversed(marks))
+        classes = forward.read()                       # on the stream that made them
         for i, classes in zip(todo, classes):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]

@@ -104,13 +104,18 @@ class AudioEncoder(nn.Module):
         x = F.gelu(self.conv2d3(x))
         return self.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + self.positions.to(x.dtype)
 
-    def forward(self, mel: torch.Tensor, conv_frames: torch.Tensor, windows: torch.Tensor) -> torch.Tensor:
-        """mel [rows, SLOTS, mels, CHUNK], conv_frames [rows, SLOTS], windows [rows, TOKENS] (aligner/layout.py)
-        -> [rows, TOKENS, output_dim]."""
-        chunks, frames = mel.flatten(0, 1), conv_frames.flatten()
-        x = torch.cat([self._downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
-                       for i in range(0, len(chunks), CONV_SLOTS)]).view(len(mel), TOKENS, -1)
+    def forward(self, x: torch.Tensor, windows: torch.Tensor, conv_frames: torch.Tensor | None = None,
+                layers: slice = slice(None)) -> torch.Tensor:
+        """mel [rows, SLOTS, mels, CHUNK] with conv_frames [rows, SLOTS] (the front end), or the hidden states of
+        the layers before `layers`; windows [rows, TOKENS] (aligner/layout.py) -> the hidden states after
+        `layers`, or after the last one the tokens [rows, TOKENS, output_dim]."""
+        if conv_frames is not None:
+            chunks, frames = x.flatten(0, 1), conv_frames.flatten()
+            x = torch.cat([self._downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
+                           for i in range(0, len(chunks), CONV_SLOTS)]).view(len(x), TOKENS, -1)
         mask = additive((windows[:, :, None] == windows[:, None, :])[:, None], x.dtype)
-        for layer in self.layers:
+        for layer in self.layers[layers]:
             x = layer(x, mask)
+        if layers.stop is not None and layers.stop < len(self.layers):
+            return x
         return self.proj2(F.gelu(self.proj1(self.ln_post(x))))

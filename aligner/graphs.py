@@ -15,12 +15,14 @@ class ShapeGraphs:
             return self.fn(*inputs)
         graph, buffers, out = self.graphs[key]
         for buffer, x in zip(buffers, inputs):
-            buffer[:len(x)].copy_(x)       # an input may fill only the front of its buffer: the rest is never read
+            if x is not buffer:            # (the graph before's output, captured as this one's input)
+                buffer[:len(x)].copy_(x)   # an input may fill only the front of its buffer: the rest is never read
         graph.replay()
         return out
 
-    def capture(self, key, *buffers) -> None:
-        """A graph for `key` reading its inputs from `buffers` (the caller may share one among keys), after one run
-        outside it (cuDNN picks its algorithms then)."""
+    def capture(self, key, *buffers):
+        """A graph for `key` reading its inputs from `buffers` (the caller may share one among keys, or pass another
+        graph's output), after one run outside it (cuDNN picks its algorithms then); returns its output."""
         graph, out = capture_graph(self.fn, buffers, self.pool, stream=self.stream)
         self.graphs[key] = (graph, buffers, out)
+        return out

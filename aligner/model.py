@@ -4,6 +4,8 @@ Module names match the published checkpoint (`thinker.audio_tower.*`, `thinker.m
 so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs, in two
 stages of static shapes (aligner/layout.py): the encoder over its rows, the text model over its rows; on CUDA each
 stage is a CUDA graph per bucket, captured at start-up."""
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -14,6 +16,7 @@ from engine.transfer import upload
 
 from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
+from .forward import Forward
 from .graphs import ShapeGraphs
 from .layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, Layout
 from .packed import PackedKV
@@ -33,52 +36,80 @@ class Thinker(nn.Module):
         self.lm_head = nn.Linear(cfg.text.hidden_size, cfg.classes, bias=False)
 
 
+def cuts(layers: int, parts: int) -> list[slice]:
+    """`layers` in `parts` slices of (nearly) equal length, none empty."""
+    parts = min(parts, layers)
+    edges = [round(layers * i / parts) for i in range(parts + 1)]
+    return [slice(a, b) for a, b in zip(edges, edges[1:])]
+
+
 class AlignerModel(nn.Module):
+    ENCODER_SLICES, TEXT_SLICES = 2, 4
+
     def __init__(self, cfg: AlignerConfig):
         super().__init__()
         self.cfg = cfg
         self.thinker = Thinker(cfg)
         self.rotary = Rotary(cfg.text.head_dim, cfg.text.rope_theta)
-        self.encode = ShapeGraphs(self.thinker.audio_tower)
-        self.decode = ShapeGraphs(self._decode)
+        self.encoder_layers = cuts(cfg.audio.layers, self.ENCODER_SLICES)
+        self.text_layers = cuts(cfg.text.num_layers, self.TEXT_SLICES)
+        self.encoder = [ShapeGraphs(partial(self._encode, s)) for s in self.encoder_layers]
+        self.text = [ShapeGraphs(partial(self._decode, s)) for s in self.text_layers]
 
     def pack(self) -> None:
         self.thinker.audio_tower.pack()
         self.thinker.model.pack()
 
-    def _decode(self, ids, positions, sequences, audio_rows, is_audio, audio) -> torch.Tensor:
-        """The text rows (aligner/layout.py) with the encoder's tokens [rows, TOKENS, d] in place of the audio
-        placeholders -> the argmax class of every token [rows, width]."""
-        t = self.thinker
-        x = t.model.embed_tokens(ids.flatten())
-        x = torch.where(is_audio.flatten()[:, None], audio.flatten(0, 1)[audio_rows.flatten()].to(x.dtype), x)
+    def _encode(self, layers: slice, x, windows, conv_frames=None) -> torch.Tensor:
+        return self.thinker.audio_tower(x, windows, conv_frames, layers)
+
+    def _decode(self, layers: slice, x, positions, sequences, audio_rows=None, is_audio=None, audio=None):
+        """The text rows (aligner/layout.py) through `layers`: from their ids [rows, width] with the encoder's tokens
+        [rows, TOKENS, d] in place of the audio placeholders, or from the hidden states of the layers before; after
+        the last layer the argmax class of every token [rows, width]."""
+        t = self.thinker.model
+        if audio is not None:
+            ids = x
+            x = t.embed_tokens(ids.flatten())
+            x = torch.where(is_audio.flatten()[:, None], audio.flatten(0, 1)[audio_rows.flatten()].to(x.dtype), x)
         cos, sin = self.rotary(positions.flatten(), x.dtype)
-        h = t.model(x, cos, sin, PackedKV(sequences, x.dtype))
-        return t.lm_head(h).argmax(-1).view(ids.shape)
+        kv = PackedKV(sequences, x.dtype)
+        for layer in t.layers[layers]:
+            x = layer(x, cos, sin, kv)
+        if layers.stop < len(t.layers):
+            return x
+        return self.thinker.lm_head(t.norm(x)).argmax(-1).view(positions.shape)
 
     @torch.inference_mode()
     def capture(self, stream=None) -> None:
-        """A graph per encoder row bucket and per text (rows, width) within TEXT_TOKENS, on padding inputs; captured
-        on a stream of their own (their cuBLAS workspace is not the engine's graphs': they replay side by side),
-        `stream` if given."""
-        self.encode.pool = self.decode.pool = torch.cuda.graph_pool_handle()
-        self.encode.stream = self.decode.stream = stream or torch.cuda.Stream()
+        """A graph per slice and encoder row bucket, and per slice and text (rows, width) within TEXT_TOKENS, on
+        padding inputs, each slice reading the one before's output; captured on a stream of their own (their
+        cuBLAS workspace is not the engine's graphs': they replay side by side), `stream` if given."""
+        pool, stream = torch.cuda.graph_pool_handle(), stream or torch.cuda.Stream()
+        for stage in self.encoder + self.text:
+            stage.pool, stage.stream = pool, stream
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         longs = lambda *shape, fill=0: torch.full(shape, fill, dtype=torch.int64, device=device)
         for e in ROWS:
-            mel = torch.zeros(e, SLOTS, self.cfg.audio.num_mel_bins, CHUNK, dtype=dtype, device=device)
-            self.encode.capture(e, mel, longs(e, SLOTS), longs(e, TOKENS, fill=-1))
+            x = torch.zeros(e, SLOTS, self.cfg.audio.num_mel_bins, CHUNK, dtype=dtype, device=device)
+            windows, extra = longs(e, TOKENS, fill=-1), [longs(e, SLOTS)]
+            for stage in self.encoder:
+                x, extra = stage.capture(e, x, windows, *extra), []
         audio = torch.zeros(ROWS[-1], TOKENS, self.cfg.audio.output_dim, dtype=dtype, device=device)
         for w in WIDTHS:
             for r in (r for r in ROWS if r * w <= TEXT_TOKENS):
-                self.decode.capture((r, w), longs(r, w), longs(r, w), longs(r, w, fill=-1), longs(r, w),
-                                    longs(r, w).bool(), audio)
+                x, positions, sequences = longs(r, w), longs(r, w), longs(r, w, fill=-1)
+                extra = [longs(r, w), longs(r, w).bool(), audio]
+                for stage in self.text:
+                    x, extra = stage.capture((r, w), x, positions, sequences, *extra), []
         torch.cuda.synchronize()
 
     def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
         """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
         placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position."""
-        return self.read(self.launch(mel, self.plan(frames, mel.shape[-1], ids)))
+        forward = Forward(self, lambda: mel, self.plan(frames, mel.shape[-1], ids))
+        forward.run(len(forward.weights))
+        return forward.read()
 
     def plan(self, frames: list[int], width: int, ids: list[list[int]]) -> list[tuple[int, int, Layout]]:
         """The layouts of classify's forwards, built on the host (items [start, end) each): a batch beyond the
@@ -91,20 +122,6 @@ class AlignerModel(nn.Module):
                 fit.add(f, len(x))
         return [(a, b, Layout.build(frames[a:b], width, ids[a:b], self.cfg.audio_token, self.cfg.timestamp_token))
                 for a, b in out + [(start, len(ids))]]
-
-    @torch.inference_mode()
-    def launch(self, mel: torch.Tensor, plan: list[tuple[int, int, Layout]]) -> list:
-        """The planned forwards, queued on the device: read() them."""
-        out = []
-        for a, b, lay in plan:
-            encoder, text = self.inputs(lay, mel[a:b])
-            audio = self.encode(len(lay.windows), *encoder)
-            out.append((self.decode(lay.ids.shape, *text, audio).flatten(), lay.stamps))
-        return out
-
-    @staticmethod
-    def read(forwards: list) -> list[list[int]]:
-        return [row[s].tolist() for classes, stamps in forwards for row in [classes.cpu().numpy()] for s in stamps]
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the

@@ -21,8 +21,6 @@ class PackedKV:
     def attend(self, layer, q, k, v, scale):
         """q [rows * width, heads, d], k/v [rows * width, kv_heads, d] -> like q."""
         rows, width = self.mask.shape[0], self.mask.shape[-1]
-        group = q.shape[1] // k.shape[1]
         q, k, v = (t.unflatten(0, (rows, width)).transpose(1, 2) for t in (q, k, v))
-        k, v = (t[:, :, None].expand(-1, -1, group, -1, -1).flatten(1, 2) for t in (k, v))   # SDPA's own GQA
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, scale=scale)           # takes no mask
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, scale=scale, enable_gqa=True)
         return o.transpose(1, 2).flatten(0, 1)

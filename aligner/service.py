@@ -1,5 +1,6 @@
 """The alignment worker: one thread owns the aligner (on the engine's device, on a stream of its own) and runs the
-jobs of every context in batches, each in a turn between the engine's steps (engine/turns.py) when given `turns`.
+jobs of every context in batches, each in turns between the engine's steps (engine/turns.py) when given `turns`: a
+turn takes as many of the forward's slices (aligner/forward.py) as its budget holds, at least one.
 Callers never wait on it: submit() returns a Future at once, and a full queue or a failed batch fails the Future
 (the caller then goes on without word timestamps)."""
 import contextlib
@@ -25,11 +26,11 @@ class AlignmentService:
         time."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.turns, self.gather, self.gather_margin = turns, gather, gather_margin
-        self.fixed_s, self.per_audio_s = 0.004, 0.0004    # a forward's device time: learnt from its turns
+        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.later = None                         # the job that did not fit the last batch
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
-        self.stats = dict(batches=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
+        self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           rejected=0)
 
     def start(self) -> "AlignmentService":
@@ -87,14 +88,16 @@ class AlignmentService:
         taken = []
 
         @contextlib.contextmanager
-        def turn():                               # the aligner takes it once its host work is done
-            with self.turns.turn(self.fixed_s + self.per_audio_s * audio_s) as t:
-                taken.append(t)
+        def turn(weights: list[float]):           # the aligner asks once its host work is done
+            costs = [self.fixed_s + self.per_gflop_s * w for w in weights]
+            with self.turns.turn(costs[0]) as t:
+                t.count = fitting(costs, t.budget_s)
+                taken.append((t, sum(weights[:t.count])))
                 yield t
         t0 = time.perf_counter()
         try:
             results = self.aligner.align_units(items, RATE, turn if self.turns else None)
-            spent = taken[0].seconds() if taken else None
+            spent = [(t.seconds(), gflop) for t, gflop in taken]
         except Exception as exc:
             self.stats["failed"] += len(batch)
             for _, _, future, _ in batch:
@@ -102,10 +105,20 @@ class AlignmentService:
             return
         self.stats["busy_seconds"] += time.perf_counter() - t0
         self.stats["batches"] += 1
+        self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(batch)
         self.stats["audio_seconds"] += audio_s
-        if spent is not None:
-            self.stats["device_seconds"] += spent
-            self.per_audio_s = 0.8 * self.per_audio_s + 0.2 * max(0.0, spent - self.fixed_s) / audio_s
+        for seconds, gflop in spent:
+            if seconds is not None:
+                self.stats["device_seconds"] += seconds
+                self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - self.fixed_s) / max(gflop, 1e-3)
         for (_, _, future, _), result in zip(batch, results):
             future.set_result(result)
+
+
+def fitting(costs: list[float], budget: float) -> int:
+    """How many of the slices (device seconds each) a turn of `budget` holds: at least the first."""
+    n, total = 1, costs[0]
+    while n < len(costs) and total + costs[n] <= budget:
+        total, n = total + costs[n], n + 1
+    return n

@@ -23,6 +23,7 @@ import pstats
 import sys
 import threading
 import time
+import types
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -44,6 +45,23 @@ def sync():
         torch.cuda.synchronize()
 
 
+class Span:
+    """Stands in for the engine's turns in align_units: every slice in one turn, timed: the host's time before the
+    turn (layouts, ids, staging), and the device's between the turn's first and last kernel (CUDA events)."""
+
+    def __init__(self):
+        self.t0, self.asked, self.marks = time.perf_counter(), None, []
+
+    @contextlib.contextmanager
+    def __call__(self, weights):
+        self.asked = self.asked or time.perf_counter()
+        yield types.SimpleNamespace(after=None, count=len(weights),
+                                    end=lambda done=None, started=None: self.marks.append((started, done)))
+
+    def device_ms(self) -> float:
+        return sum(a.elapsed_time(b) for a, b in self.marks) if self.marks and self.marks[0][0] else 0.0
+
+
 def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int = 5) -> list[dict]:
     rng, rows = np.random.default_rng(0), []
     for seconds in windows:
@@ -52,13 +70,18 @@ def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int
                       list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(b)]
             aligner.align_units(items, 24000)
             sync()
-            t0 = time.perf_counter()
+            t0, spans = time.perf_counter(), []
             for _ in range(repeat):
-                aligner.align_units(items, 24000)
+                spans.append(Span())
+                aligner.align_units(items, 24000, spans[-1])
             ms = (time.perf_counter() - t0) / repeat * 1000
-            rows.append(dict(window_s=seconds, batch=b, ms=ms, ms_per_audio_s=ms / (b * seconds)))
+            host = float(np.mean([s.asked - s.t0 for s in spans])) * 1000
+            device = float(np.mean([s.device_ms() for s in spans]))
+            rows.append(dict(window_s=seconds, batch=b, ms=ms, ms_per_audio_s=ms / (b * seconds), host_ms=host,
+                             device_ms=device, device_ms_per_audio_s=device / (b * seconds)))
             print(f"cost  window {seconds:4.1f} s  batch {b:3d}  {ms:8.1f} ms  {ms / (b * seconds):7.2f} ms per "
-                  f"audio-s", flush=True)
+                  f"audio-s (host before the turn {host:.1f} ms, the turn on the device {device:.1f} ms: "
+                  f"{device / (b * seconds):.3f} ms per audio-s)", flush=True)
     return rows
 
 
@@ -75,7 +98,7 @@ def graphs_match_eager(aligner: Aligner) -> bool:
 
 @contextlib.contextmanager
 def without_graphs(aligner: Aligner):
-    stages = (aligner.model.encode, aligner.model.decode)
+    stages = aligner.model.encoder + aligner.model.text
     kept = [stage.graphs for stage in stages]
     for stage in stages:
         stage.graphs = {}
@@ -92,7 +115,7 @@ def kernels(aligner: Aligner, batch: int, seconds: float = 4.0) -> None:
     items = [((0.1 * rng.standard_normal(int(seconds * 24000))).astype(np.float32),
               list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(batch)]
     with without_graphs(aligner):
-        kernel_table(f"aligner forward, {batch} x {seconds} s", lambda: aligner.align_units(items, 24000), top=20)
+        kernel_table(f"aligner forward, {batch} x {seconds} s", lambda: aligner.align_units(items, 24000), top=45)
 
 
 def profile_forwards(aligner: Aligner) -> cProfile.Profile:
@@ -199,7 +222,7 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early) -
 
     async def settled(words) -> None:
         now = time.monotonic()
-        leads.extend(live.first_audio + w.end - now for w in words)
+        leads.extend((live.first_audio + w.end - now, w.end) for w in words)
         early.extend([not audio_done] * len(words))
     if service is not None:
         source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08)
@@ -241,14 +264,19 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
         busy, device, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "device_seconds",
                                                                         "audio_seconds"))
         generated = sum(r.audio_s for r in records)
+        opening = [lead for lead, end in leads if end < 1.0] or [np.nan]   # words a player reaches in its first s
+        leads = [lead for lead, _ in leads]
         row.update(lead_p50_s=float(np.percentile(leads, 50)), lead_p1_s=float(np.percentile(leads, 1)),
-                   lead_min_s=float(min(leads)), settled_early=float(np.mean(early)), words=len(leads),
+                   lead_min_s=float(min(leads)), opening_lead_p50_s=float(np.percentile(opening, 50)),
+                   opening_lead_p1_s=float(np.percentile(opening, 1)), settled_early=float(np.mean(early)),
+                   words=len(leads),
                    aligner_busy=busy / wall, aligned_ratio=aligned / generated,
                    aligner_ms_per_audio_s=busy * 1000 / generated,
                    aligner_device_ms_per_aligned_s=device * 1000 / max(aligned, 1e-9),
                    **{f"turns_{k}": v - before[f"turns_{k}"] for k, v in engine.turns.stats.items()},
-                   jobs_per_forward=(service.stats["jobs"] - before["jobs"]) / max(1, service.stats["batches"] -
-                                                                                   before["batches"]))
+                   **{f"{k}_per_forward": (service.stats[k] - before[k]) / max(1, service.stats["batches"] -
+                                                                              before["batches"])
+                      for k in ("jobs", "turns")})
     return row
 
 
@@ -282,7 +310,7 @@ def main():
                          device=args.device, max_seqs=max(args.concurrency), kv_tokens_per_seq=args.kv_tokens).start()
     t0 = time.perf_counter()
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, graphs=False if args.eager else None)
-    graphs = len(aligner.model.encode.graphs) + len(aligner.model.decode.graphs)
+    graphs = sum(len(stage.graphs) for stage in aligner.model.encoder + aligner.model.text)
     results = dict(device=device, aligner=aligner.name, graphs=graphs, load_s=time.perf_counter() - t0)
     print(f"aligner {aligner.name} on {device}: {graphs} CUDA graphs, loaded in {results['load_s']:.1f} s", flush=True)
     if graphs:
@@ -305,7 +333,9 @@ def main():
             row = asyncio.run(level(engine, svc, c, items, times, probe))
             results["levels"].append(row)
             extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
-                                            f"min {row['lead_min_s']:6.2f} s | by margin {row['settled_early']:.2f}"
+                                            f"min {row['lead_min_s']:6.2f} s (words ending in the first second: p50 "
+                                            f"{row['opening_lead_p50_s']:.2f} s p1 {row['opening_lead_p1_s']:.2f} s)"
+                                            f" | by margin {row['settled_early']:.2f}"
                                             f" | aligner busy {row['aligner_busy']:.1%}, "
                                             f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s "
                                             f"({row['aligner_device_ms_per_aligned_s']:.3f} on the device per "
@@ -313,7 +343,8 @@ def main():
                                             f"{row['turns_late']} (given/idle/late), engine waited {row['turns_engine_wait_s']:.2f} s, "
                                             f"aligned "
                                             f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
-                                            f"jobs per forward, {row['frames_per_step']:.0f} frames per step")
+                                            f"jobs and {row['turns_per_forward']:.1f} turns per forward, {row['frames_per_step']:.0f} "
+                                            f"frames per step")
             print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "
                   f"{row['interpreter_wait_p90_ms']:.2f} ms | viable {row['viability']:.3f} (as sent "
                   f"{row['viability_engine']:.3f}, first stalls {row['first_stall_p10_p50_p90_s']}) | rtf p50 "

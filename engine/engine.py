@@ -146,21 +146,22 @@ class Engine:
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _give_turn(self) -> None:
-        """A turn to the waiting side work (engine/turns.py) if every listener has its cost and a few steps of audio
-        ahead; what they need meanwhile goes out first."""
+        """A turn to the waiting side work (engine/turns.py) if every listener has 1.5x what it asks for and a few
+        steps of audio ahead (its budget: what they can spare); what they need meanwhile goes out first."""
         cost = self.turns.wanted
         if cost is None:
             return
-        reserve = max(0.15, 3 * self.loop.step_s)          # the next step and its audio's read
+        reserve = max(0.1, 3 * self.loop.step_s)           # the next step and its audio's read
         slack = self.scheduler.slack_s(time.perf_counter())
-        if slack < 1.5 * cost + reserve:
+        budget = (slack - reserve) / 1.5
+        if budget < cost:
             return
         self.loop.audio.send(slack)
         self.runner.join_decode()                          # the turn follows all of the step, its decode too
         cuda = self.model.device.type == "cuda"
         # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
         self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,
-                                     max(0.01, slack - reserve - cost)))
+                                     max(0.01, budget / 2), budget))
 
     @staticmethod
     def _follow(done) -> None:

@@ -2,7 +2,9 @@
 
 Side work whose kernels run beside the engine's slows both: every one of a step's small, dependent kernels waits
 behind the side work's blocks. So side work runs in turns, alone: after a step, when every generating stream is at
-least the turn's cost and a few steps ahead of its listener, and whenever the engine is idle. The order is kept on
+least the turn's cost and a few steps ahead of its listener, and whenever the engine is idle. A turn carries a
+budget, the device time the listeners can spare: side work cut in slices (the aligner's forward) queues as many as
+fit, at least the one it asked for, and waits for the next turn for the rest. The order is kept on
 the device by events: a turn's kernels follow the engine's queued step (`after`), the next step follows the turn's
 kernels (`done`). Threads wait only while a turn queues its kernels, never for the device to run them."""
 import threading
@@ -11,9 +13,11 @@ from contextlib import contextmanager
 
 
 class Turn:
-    def __init__(self, gate: "TurnGate", given: bool, after=None):
+    def __init__(self, gate: "TurnGate", given: bool, after=None, budget_s: float = float("inf")):
         self.gate, self.given, self.after = gate, given, after   # given: by the engine after a step (else: idle)
         # after: an event on the engine's stream (None: nothing to follow)
+        self.budget_s = budget_s                # device seconds the turn may take (idle: no bound)
+        self.count = 1                          # slices the side work queues in it (its own to set)
         self.done = self.started = None         # events on the side work's stream around its kernels
         self.ended = False
 
@@ -42,7 +46,7 @@ class TurnGate:
     # side work's thread ------------------------------------------------------------------------------------------
     @contextmanager
     def turn(self, cost_s: float):
-        """Waits for a turn for work of about `cost_s` device seconds; the turn ends at the latest on exit."""
+        """Waits for a turn of at least `cost_s` device seconds; the turn ends at the latest on exit."""
         with self._cv:
             self.wanted = cost_s
             while not self.open and self._given is None:
@@ -77,13 +81,14 @@ class TurnGate:
             self.open = False
             return self._wait(self._current)
 
-    def give(self, after, spare_s: float | None = None):
-        """After a step (when the listeners can wait): a turn to the waiting caller. Returns what the next step
-        must follow; None if the turn did not queue its work within `spare_s` (then it runs beside the step)."""
+    def give(self, after, spare_s: float | None = None, budget_s: float = float("inf")):
+        """After a step (when the listeners can wait `budget_s` of device time): a turn to the waiting caller.
+        Returns what the next step must follow; None if the turn did not queue its work within `spare_s` (then it
+        runs beside the step)."""
         with self._cv:
             if self.wanted is None or self._given is not None:
                 return None
-            self._given = Turn(self, True, after)
+            self._given = Turn(self, True, after, budget_s)
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 

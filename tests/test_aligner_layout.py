@@ -9,6 +9,7 @@ from aligner import Aligner, graphs, layout
 from aligner import model as aligner_model
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels, mel_shape
+from aligner.forward import Forward
 from aligner.layout import ROWS, WIDTHS, Fit, Layout, bucket
 from aligner.text import segment
 
@@ -109,11 +110,15 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
     mel, frames = log_mels([np.ones(24000 * 2, np.float32) * 0.1], 24000, aligner.cfg.audio.num_mel_bins, "cpu")
     ids = [aligner._input_ids(audio_tokens(frames[0]), ["a", "b", "c"])]
     lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
-    model = aligner.model
-    encoder, text = model.inputs(lay, mel)
-    audio = model.encode(None, *encoder)
-    stale = torch.cat([audio, torch.randn(ROWS[-1] - len(audio), *audio.shape[1:]) * 1e3])
-    assert torch.equal(model.decode(None, *text, audio), model.decode(None, *text, stale))
+    runs = []
+    for scale in (0.0, 1e3):                             # stale rows past the batch's, then not
+        forward = Forward(aligner.model, lambda: mel, [(0, 1, lay)])
+        forward.run(len(aligner.model.encoder))
+        audio = forward.x
+        forward.x = torch.cat([audio, torch.randn(ROWS[-1] - len(audio), *audio.shape[1:]) * scale])
+        forward.run(len(forward.left))
+        runs.append(forward.out[0][0])
+    assert torch.equal(*runs)
 
 
 def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeypatch):
@@ -125,6 +130,7 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
         out = self.fn(*buffers)
         replay = type("Replay", (), {"replay": lambda _: replays.append(key) or out.copy_(self.fn(*buffers))})()
         self.graphs[key] = (replay, buffers, out)
+        return out
 
     for module in (layout, aligner_model):
         monkeypatch.setattr(module, "ROWS", [1, 2, 4])
@@ -136,17 +142,20 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
     monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     model, rng = aligner.model, np.random.default_rng(2)
-    for stage in (model.encode, model.decode):
+    for stage in model.encoder + model.text:
         monkeypatch.setattr(stage, "graphs", {})
     eager = [aligner.align_units([((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"])
                                   for s in seconds], 24000) for seconds in ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)]
     model.capture()
-    assert set(model.encode.graphs) == {1, 2, 4} and set(model.decode.graphs) == {(1, 256), (2, 256), (4, 256)}
+    assert all(set(stage.graphs) == {1, 2, 4} for stage in model.encoder)
+    assert all(set(stage.graphs) == {(1, 256), (2, 256), (4, 256)} for stage in model.text)
     rng = np.random.default_rng(2)
     for expected, seconds in zip(eager, ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)):
         items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"]) for s in seconds]
         assert aligner.align_units(items, 24000) == expected
-    assert replays == [1, (1, 256)] + [2, (1, 256)] * 2                  # five 2 s windows: two encoder rows
+    slices = lambda rows, text: [rows] * len(model.encoder) + [text] * len(model.text)
+    assert len(model.encoder) == len(model.text) == 2                    # (the tiny model's two layers each)
+    assert replays == slices(1, (1, 256)) + slices(2, (1, 256)) * 2      # five 2 s windows: two encoder rows
 
 
 def test_a_batch_fits_by_its_packed_rows():

@@ -1,0 +1,75 @@
+"""One batch's forward as a sequence of slices: per planned layout (aligner/model.py `plan`), the encoder's layers in
+its slices, then the text model's. In the gateway a forward runs in turns between the engine's steps
+(engine/turns.py); a slice (a CUDA graph per shape) bounds how long a turn holds the device, and `weights` (GFLOP
+per slice) let the caller fit the next slices into the turn it was given."""
+import torch
+
+from .audio_encoder import SLOTS, TOKENS, chunk_tokens
+
+
+class Forward:
+    def __init__(self, model, mel, plan: list):
+        """`mel`: queues the batch's log-mels on the device (run with the first slice) and returns them; `plan`:
+        model.plan's (start, end, layout) per forward."""
+        self.model, self.mel, self.plan = model, mel, plan
+        self.stages = len(model.encoder) + len(model.text)
+        self.slices = [(p, s) for p in range(len(plan)) for s in range(self.stages)]
+        self.weights = [gflop(model, plan[p][2], s) for p, s in self.slices]
+        self.done, self.out = 0, []
+        self.x = self.inputs = None
+
+    @property
+    def left(self) -> list[float]:
+        return self.weights[self.done:]
+
+    @torch.inference_mode()
+    def run(self, count: int) -> None:
+        """Queues the next `count` slices on the current stream."""
+        m, encoder = self.model, len(self.model.encoder)
+        for p, s in self.slices[self.done:self.done + count]:
+            if self.done == 0:
+                self.mel = self.mel()
+            a, b, lay = self.plan[p]
+            if s == 0:
+                self.inputs = m.inputs(lay, self.mel[a:b])
+            (chunks, conv_frames, windows), (ids, positions, sequences, *embed) = self.inputs
+            rows = len(lay.windows)
+            if s < encoder:
+                self.x = m.encoder[s](rows, *((chunks, windows, conv_frames) if s == 0 else (self.x, windows)))
+            else:
+                first = s == encoder
+                self.x = m.text[s - encoder](lay.ids.shape, *((ids, positions, sequences, *embed, self.x) if first
+                                                               else (self.x, positions, sequences)))
+                if s == self.stages - 1:
+                    self.out.append((self.x.flatten(), lay.stamps))
+            self.done += 1
+
+    def read(self) -> list[list[int]]:
+        """The argmax class at each `<timestamp>` of every sequence, once every slice ran (waits for the device)."""
+        return [row[s].tolist() for classes, stamps in self.out for row in [classes.cpu().numpy()] for s in stamps]
+
+
+def gflop(model, lay, stage: int) -> float:
+    """The arithmetic of one slice of a forward over `lay` (matrix products and attention; enough to share a
+    turn's time among slices)."""
+    a, t = model.cfg.audio, model.cfg.text
+    encoder = len(model.encoder)
+    if stage < encoder:
+        n, layers = len(lay.windows) * TOKENS, model.encoder_layers[stage]
+        per_layer = 2 * n * (4 * a.d_model ** 2 + 2 * a.d_model * a.ffn_dim) + 4 * n * TOKENS * a.d_model
+        flops = per_layer * (layers.stop - layers.start)
+        if stage == 0:                 # the conv front end per one-second chunk
+            c, m, k = a.downsample_hidden, a.num_mel_bins, chunk_tokens(100)
+            convs = 2 * 9 * c * (m // 2 * 50 + c * (m // 4 * 25 + m // 8 * k)) + 2 * k * c * m // 8 * a.d_model
+            flops += len(lay.windows) * SLOTS * convs
+        if stage == encoder - 1:
+            flops += 2 * n * (a.d_model ** 2 + a.d_model * a.output_dim)
+        return flops / 1e9
+    rows, width = lay.ids.shape
+    n, layers = rows * width, model.text_layers[stage - encoder]
+    q, kv = t.num_heads * t.head_dim, t.num_kv_heads * t.head_dim
+    per_layer = 2 * n * (t.hidden_size * (2 * q + 2 * kv) + 3 * t.hidden_size * t.intermediate_size) + 4 * n * width * q
+    flops = per_layer * (layers.stop - layers.start)
+    if stage == len(model.encoder) + len(model.text) - 1:
+        flops += 2 * n * t.hidden_size * model.cfg.classes
+    return flops / 1e9
