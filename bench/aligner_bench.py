@@ -59,7 +59,10 @@ class Span:
                                     end=lambda done=None, started=None: self.marks.append((started, done)))
 
     def device_ms(self) -> float:
-        return sum(a.elapsed_time(b) for a, b in self.marks) if self.marks and self.marks[0][0] else 0.0
+        if not self.marks or self.marks[0][0] is None:
+            return 0.0
+        self.marks[-1][1].synchronize()
+        return sum(a.elapsed_time(b) for a, b in self.marks)
 
 
 def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int = 5) -> list[dict]:

@@ -340,3 +340,42 @@ def test_service_gathers_jobs_while_their_due_times_allow():
     now = service.submit(job(4))
     assert soon.result(5) and now.result(5) and forwards[1:] == [[3], [4]]   # no time to gather
     service.close()
+
+
+def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_times():
+    """The engine's turns carry budgets: the aligner queues the slices of its forward that fit (at least one) in
+    each, waits for the next turn for the rest, and its times are those of the forward run in one go."""
+    import threading
+
+    from aligner import Aligner, AlignmentService
+    from aligner.stream import Job
+    from aligner.text import Unit
+    from engine.turns import TurnGate
+
+    aligner, rng = Aligner.load(dummy="tiny", device="cpu"), np.random.default_rng(0)
+    jobs = [Job((0.1 * rng.standard_normal(s * 24000)).astype(np.float32), [Unit(w, 0, 1) for w in words], 0.0,
+                False, True) for s, words in ((2, "abc"), (1, "d"))]
+    expected = aligner.align_units([(job.audio, [u.text for u in job.units]) for job in jobs], 24000)
+    slices = len(aligner.model.encoder) + len(aligner.model.text)
+    gate, stop = TurnGate(), threading.Event()
+    service = AlignmentService(aligner, turns=gate).start()
+    service.fixed_s, service.per_gflop_s = 0.0, 1.0            # a slice costs its GFLOP in seconds
+    budget = [None]                                           # None: what the waiting slice asks for
+
+    def engine():
+        while not stop.is_set():
+            if gate.wanted is not None:
+                gate.give(None, 5.0, gate.wanted if budget[0] is None else budget[0])
+    thread = threading.Thread(target=engine)
+    thread.start()
+    try:
+        for size, turns in ((None, slices), (float("inf"), 1)):
+            budget[0], before = size, dict(service.stats)
+            futures = [service.submit(job) for job in jobs]
+            assert [f.result(60) for f in futures] == expected
+            forwards = service.stats["batches"] - before["batches"]      # (one, unless the second job came late)
+            assert service.stats["turns"] - before["turns"] == turns * forwards
+    finally:
+        stop.set()
+        thread.join(5)
+        service.close()
