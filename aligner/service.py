@@ -17,11 +17,12 @@ class AlignmentUnavailable(RuntimeError):
 
 
 class AlignmentService:
-    def __init__(self, aligner, max_batch: int = 64, max_batch_seconds: float = 256.0, max_queue: int = 1024,
+    def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 384.0, max_queue: int = 1024,
                  turns=None, gather: float = 0.25, gather_margin: float = 0.6):
         """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
         ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
-        rows of 8 s): the larger the forward, the less it costs per second of audio, the longer a turn it needs. A
+        rows of 8 s): the larger the forward, the less it costs per second of audio (it runs in slices, each turn
+        as many as the engine can spare). A
         forward waits up to `gather` s for more jobs, and not past `gather_margin` s before its jobs' earliest due
         time."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)

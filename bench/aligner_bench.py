@@ -296,8 +296,8 @@ def main():
     p.add_argument("--kv-tokens", type=int, default=384, help="talker KV tokens reserved per stream")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
-    p.add_argument("--max-batch", type=int, default=64, help="alignment jobs per forward")
-    p.add_argument("--max-batch-seconds", type=float, default=256.0, help="audio per forward")
+    p.add_argument("--max-batch", type=int, default=128, help="alignment jobs per forward")
+    p.add_argument("--max-batch-seconds", type=float, default=384.0, help="audio per forward")
     p.add_argument("--times", choices=("stand-in", "model"), help="default: model with --model, else stand-in")
     p.add_argument("--eager", action="store_true", help="the aligner without CUDA graphs")
     p.add_argument("--concurrent", action="store_true",
