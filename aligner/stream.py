@@ -10,7 +10,8 @@ before the window's audio does (its neighbours are spoken), or once the utteranc
 word of it settles). Settled words are final: never resent, in order, times cumulative from the context's first
 sample, spans into the context's text.
 
-Jobs are paced so that each second of audio is aligned about once: a window is aligned when its audio is complete,
+Jobs are paced so that each second of audio is aligned about once: a window holds at least `min_audio` (its first
+word and `margin` after it: a shorter one settles nothing), and is aligned when its audio is complete,
 when it holds `batch` s of audio that no job has seen yet, or when a real-time player (at `played`) comes within
 `lookahead` of the settled words; never again before at least half of it (and `step`) is new, so that a player
 ahead of a slow aligner does not make it re-align the same unsettled tail over and over."""
@@ -61,7 +62,7 @@ class _Utterance:
 
 class WordStream:
     def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 6.0,
-                 step: float = 0.24, min_audio: float = 0.5):
+                 step: float = 0.24, min_audio: float = 0.9):
         self.language, self.margin, self.lookahead = language, margin, lookahead
         self.batch, self.step, self.min_audio = int(batch * RATE), int(step * RATE), int(min_audio * RATE)
         self.text = ""

@@ -77,7 +77,7 @@ def test_single_utterance_settles_every_word_once(lag):
 
 
 def test_streamed_text_waits_for_the_last_unit():
-    stream, sent = WordStream("english"), []
+    stream, sent = WordStream("english", min_audio=0.5), []
     stream.add_text("one two thr")
     truth = timeline("one two three four")
     job = None
@@ -156,7 +156,7 @@ def test_spoken_text(played, until):
 
 
 def test_bargein_counts_provisional_words_conservatively():
-    stream = WordStream("english", margin=0.3)
+    stream = WordStream("english", margin=0.3, min_audio=0.5)
     text = "one two three four"
     stream.add_text(text)
     truth = timeline(text)
