@@ -1,7 +1,8 @@
 """Streaming word timestamps for one context: which words are settled, given its text and audio so far.
 
 The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
-chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device). The speaking
+chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device), appended to
+a buffer that a job views without a copy. The speaking
 utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
 on, cut where its speaker cannot be yet: at 30 characters a second, which no one reaches, or, once the context's
 own pace is known, at 1.5x that pace (an estimate: a speaker who speeds up past it leaves the window's text short).
@@ -44,20 +45,30 @@ class Job:
 class _Utterance:
     index: int                 # which utterance of the context
     time: float                # its start, seconds from the context's first sample
-    chunks: list = field(default_factory=list)    # its audio from the window start, joined when aligned
-    length: int = 0            # samples in chunks
+    buffer: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))   # its audio from `head` on
+    head: int = 0              # where the window starts in buffer
+    length: int = 0            # samples of the window
     window: int = 0            # window start, samples from the utterance's start
     aligned: int = 0           # the utterance's samples when its last job was made
     text_end: int | None = None   # set when its audio is complete
 
     def add(self, pcm: np.ndarray) -> None:
-        self.chunks.append(pcm)
+        """Appends; a full buffer is replaced by one twice the window's size: samples once written are never
+        overwritten, so a job's view of the window (audio()) stays valid while more audio arrives."""
+        end = self.head + self.length
+        if end + len(pcm) > len(self.buffer):
+            grown = np.empty(max(2 * (self.length + len(pcm)), 48000), np.float32)   # the window's, not all
+            grown[:self.length] = self.buffer[self.head:end]
+            self.buffer, self.head, end = grown, 0, self.length
+        self.buffer[end:end + len(pcm)] = pcm
         self.length += len(pcm)
 
     def audio(self) -> np.ndarray:
-        if len(self.chunks) != 1:
-            self.chunks = [np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)]
-        return self.chunks[0]
+        return self.buffer[self.head:self.head + self.length]
+
+    def cut(self, samples: int) -> None:
+        """The window starts `samples` later."""
+        self.head, self.length, self.window = self.head + samples, self.length - samples, self.window + samples
 
 
 class WordStream:
@@ -156,7 +167,7 @@ class WordStream:
             self.utterances.popleft()
         elif settled:
             cut = min(u.length, max(0, round((settled[-1].end - job.start) * RATE)))
-            u.chunks, u.length, u.window = [u.audio()[cut:]], u.length - cut, u.window + cut
+            u.cut(cut)
         return settled
 
     def pace(self) -> float | None:

@@ -379,3 +379,23 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
         stop.set()
         thread.join(5)
         service.close()
+
+
+def test_a_jobs_audio_stays_as_it_was_while_more_arrives_and_the_window_moves():
+    """Jobs view the window's buffer without copying it: appends (and the buffer's growth) and the cut after
+    settled words never change the audio of a job in flight, and the next window starts at the cut."""
+    rng = np.random.default_rng(0)
+    stream, truth = WordStream("english", min_audio=0.5), timeline("one two three four five six")
+    stream.add_text("one two three four five six")
+    pieces = [rng.standard_normal(FRAME * k).astype(np.float32) for k in (1, 2, 4, 8, 16, 16, 16)]
+    for p in pieces[:4]:
+        stream.add_audio(p)
+    job = stream.job()
+    seen = job.audio.copy()
+    assert np.array_equal(seen, np.concatenate(pieces[:4]))
+    words = stream.apply(job, oracle(job, truth))
+    for p in pieces[4:]:
+        stream.add_audio(p)
+    assert np.array_equal(job.audio, seen)
+    cut = round(words[-1].end * 24000)
+    assert np.array_equal(stream.job().audio, np.concatenate(pieces)[cut:])
