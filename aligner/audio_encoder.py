@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.fused import ops, register
 from engine.layers import pack_views
 
 from .config import AudioEncoderConfig
@@ -40,21 +39,6 @@ def sinusoids(length: int, channels: int) -> torch.Tensor:
     scales = torch.exp(-math.log(10000) / (channels // 2 - 1) * torch.arange(channels // 2).float())
     t = torch.arange(length)[:, None] * scales[None, :]
     return torch.cat([t.sin(), t.cos()], dim=1)
-
-
-def front_end(chunks, frames, w1, b1, w2, b2, w3, b3, w_out, positions):
-    """The three stride-2 convs (GELU; outputs past the frames a conv sees are zeroed, as the reference's unpadded
-    conv of an audio under 1 s has none) and the projection: [n, mels, CHUNK] chunks, frames [n] -> [n, 13, d]."""
-    x = chunks[:, None]
-    for w, b in ((w1, b1), (w2, b2)):
-        x = F.gelu(F.conv2d(x, w, b, stride=2, padding=1))
-        frames = (frames + 1) // 2                               # conv_out_len
-        x = x * (torch.arange(x.shape[-1], device=x.device) < frames[:, None])[:, None, None].to(x.dtype)
-    x = F.gelu(F.conv2d(x, w3, b3, stride=2, padding=1))
-    return F.linear(x.permute(0, 3, 1, 2).flatten(2), w_out) + positions.to(x.dtype)
-
-
-register("audio_front_end", front_end)       # compiled on CUDA with the engine's layer math (GELU and mask fused)
 
 
 class EncoderAttention(nn.Module):
@@ -115,9 +99,13 @@ class AudioEncoder(nn.Module):
 
     def _downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
         """[n, mels, CHUNK] chunks, the frames each conv sees [n] -> [n, 13, d]."""
-        c1, c2, c3 = self.conv2d1, self.conv2d2, self.conv2d3
-        return ops["audio_front_end"](chunks, frames, c1.weight, c1.bias, c2.weight, c2.bias, c3.weight, c3.bias,
-                                      self.conv_out.weight, self.positions)
+        x = chunks[:, None]
+        for conv in (self.conv2d1, self.conv2d2):
+            x = F.gelu(conv(x))
+            frames = (frames + 1) // 2                           # conv_out_len
+            x = x * (torch.arange(x.shape[-1], device=x.device) < frames[:, None])[:, None, None].to(x.dtype)
+        x = F.gelu(self.conv2d3(x))
+        return self.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + self.positions.to(x.dtype)
 
     def forward(self, x: torch.Tensor, windows: torch.Tensor, conv_frames: torch.Tensor | None = None,
                 layers: slice = slice(None)) -> torch.Tensor:
