@@ -93,9 +93,6 @@ class AudioEncoder(nn.Module):
     def pack(self) -> None:
         for layer in self.layers:
             layer.self_attn.pack()
-        if self.conv2d1.weight.is_cuda:        # cuDNN's layout: no conversions around every conv
-            for conv in (self.conv2d1, self.conv2d2, self.conv2d3):
-                conv.weight.data = conv.weight.data.contiguous(memory_format=torch.channels_last)
 
     def _downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
         """[n, mels, CHUNK] chunks, the frames each conv sees [n] -> [n, 13, d]."""

@@ -22,9 +22,8 @@ class AlignmentService:
         """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
         ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
         rows of 8 s): the larger the forward, the less it costs per second of audio (it runs in slices, each turn
-        as many as the engine can spare). A
-        forward waits up to `gather` s for more jobs, and not past `gather_margin` s before its jobs' earliest due
-        time."""
+        as many as the engine can spare). A forward waits up to `gather` s for more jobs, and not past
+        `gather_margin` s before its jobs' earliest due time."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.turns, self.gather, self.gather_margin = turns, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
