@@ -11,12 +11,12 @@ class Forward:
     def __init__(self, model, mel, plan: list):
         """`mel`: queues the batch's log-mels on the device (run with the first slice) and returns them; `plan`:
         model.plan's (start, end, layout) per forward."""
-        self.model, self.mel, self.plan = model, mel, plan
+        self.model, self.make_mel, self.plan = model, mel, plan
         self.stages = len(model.encoder) + len(model.text)
         self.slices = [(p, s) for p in range(len(plan)) for s in range(self.stages)]
         self.weights = [gflop(model, plan[p][2], s) for p, s in self.slices]
         self.done, self.out = 0, []
-        self.x = self.inputs = None
+        self.mel = self.x = self.inputs = None
 
     @property
     def left(self) -> list[float]:
@@ -27,8 +27,8 @@ class Forward:
         """Queues the next `count` slices on the current stream."""
         m, encoder = self.model, len(self.model.encoder)
         for p, s in self.slices[self.done:self.done + count]:
-            if self.done == 0:
-                self.mel = self.mel()
+            if self.mel is None:
+                self.mel = self.make_mel()
             a, b, lay = self.plan[p]
             if s == 0:
                 self.inputs = m.inputs(lay, self.mel[a:b])
@@ -68,8 +68,8 @@ def gflop(model, lay, stage: int) -> float:
     rows, width = lay.ids.shape
     n, layers = rows * width, model.text_layers[stage - encoder]
     q, kv = t.num_heads * t.head_dim, t.num_kv_heads * t.head_dim
-    per_layer = 2 * n * (t.hidden_size * (2 * q + 2 * kv) + 3 * t.hidden_size * t.intermediate_size) + 4 * n * width * q
+    per_layer = 2 * n * t.hidden_size * (2 * q + 2 * kv + 3 * t.intermediate_size) + 4 * n * width * q
     flops = per_layer * (layers.stop - layers.start)
-    if stage == len(model.encoder) + len(model.text) - 1:
+    if stage == encoder + len(model.text) - 1:
         flops += 2 * n * t.hidden_size * model.cfg.classes
     return flops / 1e9

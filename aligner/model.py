@@ -1,9 +1,10 @@
 """Qwen3-ForcedAligner-0.6B: audio encoder + Qwen3 text model + a 5000-class timestamp head.
 
 Module names match the published checkpoint (`thinker.audio_tower.*`, `thinker.model.*`, `thinker.lm_head.*`),
-so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs, in two
-stages of static shapes (aligner/layout.py): the encoder over its rows, the text model over its rows; on CUDA each
-stage is a CUDA graph per bucket, captured at start-up."""
+so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs, in
+slices of static shapes (aligner/layout.py): the encoder's layers over its rows in ENCODER_SLICES, the text model's
+over its rows in TEXT_SLICES (aligner/forward.py runs them); on CUDA each slice is a CUDA graph per bucket, captured
+at start-up."""
 from functools import partial
 
 import torch

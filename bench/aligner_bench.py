@@ -283,6 +283,26 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
     return row
 
 
+def line(c: int, row: dict) -> str:
+    """One level's row, printed."""
+    r = row
+    out = (f"c={c:4d} align {'on ' if r['align'] else 'off'} | cpu {r['thread_cpu']} | interpreter wait p50 "
+           f"{r['interpreter_wait_p50_ms']:.2f} ms p90 {r['interpreter_wait_p90_ms']:.2f} ms | viable "
+           f"{r['viability']:.3f} (as sent {r['viability_engine']:.3f}, first stalls {r['first_stall_p10_p50_p90_s']})"
+           f" | rtf p50 {r['rtf_p50']:.3f} p90 {r['rtf_p90']:.3f} | ttfa p50 {r['ttfa_p50_ms']:6.1f} ms | "
+           f"{r['audio_s_per_s']:7.1f} audio-s/s")
+    if not r["align"]:
+        return out
+    return out + (
+        f" | lead p50 {r['lead_p50_s']:6.2f} s p1 {r['lead_p1_s']:6.2f} s min {r['lead_min_s']:6.2f} s (words ending"
+        f" in the first second: p50 {r['opening_lead_p50_s']:.2f} s p1 {r['opening_lead_p1_s']:.2f} s) | by margin "
+        f"{r['settled_early']:.2f} | aligner busy {r['aligner_busy']:.1%}, {r['aligner_ms_per_audio_s']:.3f} ms per "
+        f"audio-s ({r['aligner_device_ms_per_aligned_s']:.3f} on the device per aligned s), turns "
+        f"{r['turns_given']}/{r['turns_idle']}/{r['turns_late']} (given/idle/late), engine waited "
+        f"{r['turns_engine_wait_s']:.2f} s, aligned {r['aligned_ratio']:.2f}x the audio, {r['jobs_per_forward']:.1f} "
+        f"jobs and {r['turns_per_forward']:.1f} turns per forward, {r['frames_per_step']:.0f} frames per step")
+
+
 def main():
     p = argparse.ArgumentParser()
     src = p.add_mutually_exclusive_group(required=True)
@@ -335,24 +355,7 @@ def main():
         for svc in (None, service):
             row = asyncio.run(level(engine, svc, c, items, times, probe))
             results["levels"].append(row)
-            extra = "" if svc is None else (f" | lead p50 {row['lead_p50_s']:6.2f} s p1 {row['lead_p1_s']:6.2f} s "
-                                            f"min {row['lead_min_s']:6.2f} s (words ending in the first second: p50 "
-                                            f"{row['opening_lead_p50_s']:.2f} s p1 {row['opening_lead_p1_s']:.2f} s)"
-                                            f" | by margin {row['settled_early']:.2f}"
-                                            f" | aligner busy {row['aligner_busy']:.1%}, "
-                                            f"{row['aligner_ms_per_audio_s']:.3f} ms per audio-s "
-                                            f"({row['aligner_device_ms_per_aligned_s']:.3f} on the device per "
-                                            f"aligned s), turns {row['turns_given']}/{row['turns_idle']}/"
-                                            f"{row['turns_late']} (given/idle/late), engine waited {row['turns_engine_wait_s']:.2f} s, "
-                                            f"aligned "
-                                            f"{row['aligned_ratio']:.2f}x the audio, {row['jobs_per_forward']:.1f} "
-                                            f"jobs and {row['turns_per_forward']:.1f} turns per forward, {row['frames_per_step']:.0f} "
-                                            f"frames per step")
-            print(f"c={c:4d} align {'on ' if svc else 'off'} | cpu {row['thread_cpu']} | interpreter wait p50 {row['interpreter_wait_p50_ms']:.2f} ms p90 "
-                  f"{row['interpreter_wait_p90_ms']:.2f} ms | viable {row['viability']:.3f} (as sent "
-                  f"{row['viability_engine']:.3f}, first stalls {row['first_stall_p10_p50_p90_s']}) | rtf p50 "
-                  f"{row['rtf_p50']:.3f} p90 {row['rtf_p90']:.3f} | ttfa p50 {row['ttfa_p50_ms']:6.1f} ms | "
-                  f"{row['audio_s_per_s']:7.1f} audio-s/s{extra}", flush=True)
+            print(line(c, row), flush=True)
             if profiler is not None and svc is not None:
                 report(profiler)
     service.close()
