@@ -31,7 +31,7 @@ class AlignmentService:
         self.later = None                         # the job that did not fit the last batch
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
-                          rejected=0)
+                          rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)   # (sums: jobs queued, turns awaited)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -42,7 +42,7 @@ class AlignmentService:
         needed (None: at once)."""
         future = Future()
         try:
-            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future, due))
+            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future, due, time.monotonic()))
         except queue.Full:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
@@ -84,13 +84,15 @@ class AlignmentService:
         if not batch:
             return
         audio_s = sum(len(audio) for audio, *_ in batch) / RATE
+        self.stats["queued_seconds"] += sum(time.monotonic() - item[4] for item in batch)
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
 
         @contextlib.contextmanager
         def turn(weights: list[float]):           # the aligner asks once its host work is done
-            costs = [self.fixed_s + self.per_gflop_s * w for w in weights]
+            costs, asked = [self.fixed_s + self.per_gflop_s * w for w in weights], time.monotonic()
             with self.turns.turn(costs[0]) as t:
+                self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 t.count = fitting(costs, t.budget_s)
                 taken.append((t, sum(weights[:t.count])))
                 yield t
@@ -100,7 +102,7 @@ class AlignmentService:
             spent = [(t.seconds(), gflop) for t, gflop in taken]
         except Exception as exc:
             self.stats["failed"] += len(batch)
-            for _, _, future, _ in batch:
+            for _, _, future, *_ in batch:
                 future.set_exception(AlignmentUnavailable(f"alignment failed: {exc.__class__.__name__}: {exc}"))
             return
         self.stats["busy_seconds"] += time.perf_counter() - t0
@@ -112,7 +114,7 @@ class AlignmentService:
             if seconds is not None:
                 self.stats["device_seconds"] += seconds
                 self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - self.fixed_s) / max(gflop, 1e-3)
-        for (_, _, future, _), result in zip(batch, results):
+        for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
 
 

@@ -202,22 +202,24 @@ def stand_in(job, truth) -> list[tuple[float, float]]:
 
 class EvenSpeaker:
     """The alignment service for one stream, answering every job (once the model has run it) with the times of a
-    speaker who says the text evenly over the stream's forced length."""
+    speaker who says the text evenly over the stream's forced length; `latencies`: each job's seconds from its
+    submission to its answer."""
 
-    def __init__(self, service, text: str, seconds: float):
-        self.service, self.truth = service, even_speaker(text, seconds)
+    def __init__(self, service, text: str, seconds: float, latencies: list):
+        self.service, self.truth, self.latencies = service, even_speaker(text, seconds), latencies
 
     def submit(self, job, due=None) -> Future:
-        out = Future()
+        out, t0 = Future(), time.perf_counter()
 
         def answer(done: Future) -> None:
+            self.latencies.append(time.perf_counter() - t0)
             if not out.cancelled():
                 out.set_exception(done.exception()) if done.exception() else out.set_result(stand_in(job, self.truth))
         self.service.submit(job, due).add_done_callback(answer)
         return out
 
 
-async def one_stream(engine, service, text, frames, seed, times, leads, early) -> StreamRecord:
+async def one_stream(engine, service, text, frames, seed, times, leads, early, latencies) -> StreamRecord:
     rec = StreamRecord(time.perf_counter(), chars=len(text))
     handle = engine.submit(SynthesisRequest(text=text, max_frames=frames, ignore_eos=True,
                                             sampling=SamplingParams(seed=seed)))
@@ -228,7 +230,7 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early) -
         leads.extend((live.first_audio + w.end - now, w.end) for w in words)
         early.extend([not audio_done] * len(words))
     if service is not None:
-        source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08)
+        source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08, latencies)
         live = LiveWords(source, "english", timeout=60.0, on_words=settled)
         live.add_text(text)
         live.close_utterance()
@@ -246,12 +248,13 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early) -
 
 
 async def level(engine, service, c: int, items, times, probe: InterpreterProbe) -> dict:
-    pending, records, leads, early = list(items), [], [], []
+    pending, records, leads, early, latencies = list(items), [], [], [], []
 
     async def worker():
         while pending:
             text, frames = pending.pop()
-            records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early))
+            records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early,
+                                            latencies))
 
     before = dict(service.stats, **{f"turns_{k}": v for k, v in engine.turns.stats.items()}) if service else {}
     steps, frames, cpu, _ = engine.loop.steps, engine.loop.frames_total, thread_cpu(), probe.take()
@@ -280,6 +283,11 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
                    **{f"{k}_per_forward": (service.stats[k] - before[k]) / max(1, service.stats["batches"] -
                                                                               before["batches"])
                       for k in ("jobs", "turns")})
+        delta = {k: service.stats[k] - before[k] for k in ("jobs", "turns", "queued_seconds", "turn_wait_seconds")}
+        row.update(job_queued_ms=delta["queued_seconds"] * 1000 / max(1, delta["jobs"]),
+                   turn_wait_ms=delta["turn_wait_seconds"] * 1000 / max(1, delta["turns"]),
+                   **({f"job_latency_p{q}_ms": float(np.percentile(latencies, q)) * 1000 for q in (50, 90)}
+                      if latencies else {}))
     return row
 
 
@@ -300,7 +308,9 @@ def line(c: int, row: dict) -> str:
         f"audio-s ({r['aligner_device_ms_per_aligned_s']:.3f} on the device per aligned s), turns "
         f"{r['turns_given']}/{r['turns_idle']}/{r['turns_late']} (given/idle/late), engine waited "
         f"{r['turns_engine_wait_s']:.2f} s, aligned {r['aligned_ratio']:.2f}x the audio, {r['jobs_per_forward']:.1f} "
-        f"jobs and {r['turns_per_forward']:.1f} turns per forward, {r['frames_per_step']:.0f} frames per step")
+        f"jobs and {r['turns_per_forward']:.1f} turns per forward, {r['frames_per_step']:.0f} frames per step | "
+        f"a job: queued {r['job_queued_ms']:.0f} ms, a turn awaited {r['turn_wait_ms']:.0f} ms, submitted to answered "
+        f"p50 {r.get('job_latency_p50_ms', np.nan):.0f} ms p90 {r.get('job_latency_p90_ms', np.nan):.0f} ms")
 
 
 def main():
