@@ -40,8 +40,8 @@ class Forward:
                 first = s == encoder
                 self.x = m.text[s - encoder](lay.ids.shape, *((ids, positions, sequences, *embed, self.x) if first
                                                                else (self.x, positions, sequences)))
-                if s == self.stages - 1:
-                    self.out.append((self.x.flatten(), lay.stamps))
+                if s == self.stages - 1:     # (a copy: the next forward of the batch may replay the same graph)
+                    self.out.append((self.x.flatten().clone(), lay.stamps))
             self.done += 1
 
     def read(self) -> list[list[int]]:

@@ -123,7 +123,8 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
 
 def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeypatch):
     """CUDA graphs stood in for on the CPU (a 'replay' runs the function on the captured buffers and writes the
-    static output): every key's buffers take the inputs of a batch that lands on it, and give the eager classes."""
+    static output): every key's buffers take the inputs of a batch that lands on it, and give the eager classes,
+    also where a batch takes two forwards on the same graphs."""
     replays = []
 
     def capture(self, key, *buffers):
@@ -142,20 +143,21 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
     monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     model, rng = aligner.model, np.random.default_rng(2)
+    cases = ([0.5], [3.0, 1.2, 9.5], [2.0] * 5, [8.0] * 8)     # the last: two forwards of 4 encoder rows each
     for stage in model.encoder + model.text:
         monkeypatch.setattr(stage, "graphs", {})
     eager = [aligner.align_units([((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"])
-                                  for s in seconds], 24000) for seconds in ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)]
+                                  for s in seconds], 24000) for seconds in cases]
     model.capture()
     assert all(set(stage.graphs) == {1, 2, 4} for stage in model.encoder)
     assert all(set(stage.graphs) == {(1, 256), (2, 256), (4, 256)} for stage in model.text)
     rng = np.random.default_rng(2)
-    for expected, seconds in zip(eager, ([0.5], [3.0, 1.2, 9.5], [2.0] * 5)):
+    for expected, seconds in zip(eager, cases):
         items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"]) for s in seconds]
         assert aligner.align_units(items, 24000) == expected
     slices = lambda rows, text: [rows] * len(model.encoder) + [text] * len(model.text)
     assert len(model.encoder) == len(model.text) == 2                    # (the tiny model's two layers each)
-    assert replays == slices(1, (1, 256)) + slices(2, (1, 256)) * 2      # five 2 s windows: two encoder rows
+    assert replays == slices(1, (1, 256)) + slices(2, (1, 256)) * 2 + slices(4, (2, 256)) * 2   # 5 x 2 s: 2 rows
 
 
 def test_a_batch_fits_by_its_packed_rows():
