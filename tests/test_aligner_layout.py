@@ -111,7 +111,7 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
     ids = [aligner._input_ids(audio_tokens(frames[0]), ["a", "b", "c"])]
     lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
     runs = []
-    for scale in (0.0, 1e3):                             # stale rows past the batch's, then not
+    for scale in (0.0, 1e3):                             # rows past the batch's: zeros, then large stale values
         forward = Forward(aligner.model, lambda: mel, [(0, 1, lay)])
         forward.run(len(aligner.model.encoder))
         audio = forward.x
