@@ -132,8 +132,7 @@ class Aligner:
         mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
         forward = Forward(self.model, mel, plan)
         while forward.left:
-            with turn(forward.left) if turn is not None else contextlib.nullcontext() as now, \
-                    torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+            with turn(forward.left) if turn is not None else contextlib.nullcontext() as now, self._on_stream():
                 marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
                 if now is not None and now.after is not None:
                     self.stream.wait_event(now.after)
@@ -142,12 +141,15 @@ class Aligner:
                 marks and marks[1].record()
                 if now is not None:
                     now.end(*reversed(marks))
-        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+        with self._on_stream():
             classes = forward.read()                   # on the stream that made them
         for i, classes in zip(todo, classes):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out
+
+    def _on_stream(self):
+        return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     def _input_ids(self, n_audio: int, units: list[str]) -> list[int]:
         c, ts = self.cfg, self.cfg.timestamp_token

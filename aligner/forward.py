@@ -4,7 +4,7 @@ its slices, then the text model's. In the gateway a forward runs in turns betwee
 per slice) let the caller fit the next slices into the turn it was given."""
 import torch
 
-from .audio_encoder import SLOTS, TOKENS, chunk_tokens
+from .audio_encoder import CHUNK, SLOTS, TOKENS, conv_out_len
 
 
 class Forward:
@@ -58,9 +58,9 @@ def gflop(model, lay, stage: int) -> float:
         n, layers = len(lay.windows) * TOKENS, model.encoder_layers[stage]
         per_layer = 2 * n * (4 * a.d_model ** 2 + 2 * a.d_model * a.ffn_dim) + 4 * n * TOKENS * a.d_model
         flops = per_layer * (layers.stop - layers.start)
-        if stage == 0:                 # the conv front end per one-second chunk
-            c, m, k = a.downsample_hidden, a.num_mel_bins, chunk_tokens(100)
-            convs = 2 * 9 * c * (m // 2 * 50 + c * (m // 4 * 25 + m // 8 * k)) + 2 * k * c * m // 8 * a.d_model
+        if stage == 0:                 # the conv front end per one-second chunk: three 3x3 convs, the projection
+            c, (m1, m2, m3), (t1, t2, t3) = a.downsample_hidden, halvings(a.num_mel_bins), halvings(CHUNK)
+            convs = 2 * 9 * c * (m1 * t1 + c * (m2 * t2 + m3 * t3)) + 2 * t3 * c * m3 * a.d_model
             flops += len(lay.windows) * SLOTS * convs
         if stage == encoder - 1:
             flops += 2 * n * (a.d_model ** 2 + a.d_model * a.output_dim)
@@ -73,3 +73,11 @@ def gflop(model, lay, stage: int) -> float:
     if stage == encoder + len(model.text) - 1:
         flops += 2 * n * t.hidden_size * model.cfg.classes
     return flops / 1e9
+
+
+def halvings(n: int) -> list[int]:
+    """A length after each of the front end's three stride-2 convs."""
+    out = []
+    for _ in range(3):
+        out.append(n := conv_out_len(n))
+    return out
