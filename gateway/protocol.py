@@ -227,13 +227,16 @@ def _check_field(name: str, hint, value):
 
 
 def _build(cls, body: dict):
-    hints, values = get_type_hints(cls), {}
-    for f in fields(cls):
+    values = {}
+    for f, hint in _FIELDS[cls]:
         if f.name in body:
-            values[f.name] = _check_field(f.name, hints[f.name], body[f.name])
+            values[f.name] = _check_field(f.name, hint, body[f.name])
         elif f.default is MISSING:
             raise ValueError(f"missing field '{f.name}'")
     return cls(**values)
+
+
+_FIELDS = {cls: [(f, get_type_hints(cls)[f.name]) for f in fields(cls)] for cls in CLIENT_MESSAGES.values()}
 
 
 def _check_client(msg: ClientMessage) -> None:
