@@ -15,7 +15,9 @@ import traceback
 import torch
 
 from .fused import enable_compile
+from .admission import Admission
 from .handle import RequestHandle
+from .memory import kv_blocks_for_memory
 from .model import LoadedModel, load_model
 from .request import EngineInputError, SynthesisRequest, VoiceRef
 from .runner import ModelRunner
@@ -28,22 +30,31 @@ from .voices import VoiceCache
 
 
 class Engine:
-    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int = 2048,
-                 block_size: int | None = None, max_prefill_tokens: int = 8192, max_text_chars: int = 5000,
-                 use_graphs: bool | None = None, compile_kernels: bool = True):
+    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
+                 gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
+                 max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
+                 compile_kernels: bool = True):
+        """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
+        (engine/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower."""
         self.model = model
-        block_size = block_size or (64 if model.device.type == "cuda" else 16)
-        if model.device.type == "cuda":
+        cuda = model.device.type == "cuda"
+        block_size = block_size or (64 if cuda else 16)
+        if cuda:
             torch.backends.cudnn.benchmark = True       # fixed shapes per graph bucket: pick the fastest convs
             if compile_kernels:
                 enable_compile()
-        kv_blocks = max_seqs * kv_tokens_per_seq // block_size
+        by_memory = kv_tokens_per_seq is None and cuda
+        kv_blocks = None if by_memory else max_seqs * (kv_tokens_per_seq or 2048) // block_size
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs)
+        if by_memory:
+            self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization))
         if self.runner.predict_stage.use_graphs:
             self.runner.capture_all()
         gc.collect()
         gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
-        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, self.runner.kv)
+        kv = self.runner.kv
+        admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, max_step_ms)
+        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = VoiceCache(model)
         self.validator = Validator(model, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
@@ -74,16 +85,22 @@ class Engine:
         return self.loop.step_s * 1000
 
     def stats(self) -> dict:
-        return dict(active=self.num_active, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-                    frames=self.loop.frames_total, errors=self.errors, step_ms=self.step_ms)
+        sched = self.scheduler
+        return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),
+                    frames=self.loop.frames_total, errors=self.errors, step_ms=self.step_ms,
+                    max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
+                    kv_reserved=sched.admission.reserved,
+                    kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
 
     # caller side (any thread) -------------------------------------------------------------------------------
-    def submit(self, request: SynthesisRequest) -> RequestHandle:
+    def submit(self, request: SynthesisRequest, sink=None) -> RequestHandle:
+        """`sink(handle, item)` takes the request's chunks and its error (on the engine thread) instead of the
+        handle's queue. A request beyond the engine's capacity gets EngineInputError `busy` from its handle."""
         request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.model.cfg.generation))
         self.validator.check(request)
         seq_id = next(self._ids)                 # atomic: submit may come from several threads
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
-        handle = RequestHandle(self, seq_id)
+        handle = RequestHandle(self, seq_id, sink)
         self.inbox.put(("add", Sequence(seq_id, request, handle, seed)))
         return handle
 
@@ -190,8 +207,8 @@ class Engine:
             seq = args[0]
             try:
                 self.loop.admit_request(seq, self.voices)
+                self.scheduler.add(seq, self.step_ms)
                 self.seqs[seq.id] = seq
-                self.scheduler.add(seq)
             except EngineInputError as exc:
                 seq.handle.deliver(exc)
             except Exception as exc:            # e.g. reference audio the encoders cannot take

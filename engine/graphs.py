@@ -43,7 +43,7 @@ class StagedGraphs:
     def bucket(self, batch: int) -> int:
         return next(b for b in self.buckets if b >= batch)
 
-    def _pad(self, inputs, bucket: int):
+    def pad(self, inputs, bucket: int):
         out = []
         for x, pad in zip(inputs, self.pads):
             full = torch.full((bucket, *x.shape[1:]), pad, dtype=x.dtype, device=x.device)
@@ -57,7 +57,7 @@ class StagedGraphs:
             return self.fn(variant, *inputs)
         bucket = self.bucket(batch)
         if not self.use_graphs:
-            return self.fn(variant, *self._pad(inputs, bucket))[:batch]
+            return self.fn(variant, *self.pad(inputs, bucket))[:batch]
         key = (bucket, variant)
         if key not in self.graphs:
             self.capture(variant, bucket, inputs)
@@ -70,7 +70,7 @@ class StagedGraphs:
 
     def capture(self, variant, bucket: int, like) -> None:
         """Capture on padding only (the scratch slot), so live streams' state is untouched."""
-        static_in = self._pad([x[:0] for x in like], bucket)
+        static_in = self.pad([x[:0] for x in like], bucket)
         graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool, warmups=2,
                                           stream=self.stream)
         self.pool = graph.pool()

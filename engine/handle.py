@@ -6,8 +6,8 @@ from .request import AudioChunk
 
 
 class RequestHandle:
-    def __init__(self, engine, seq_id: int):
-        self.engine, self.id = engine, seq_id
+    def __init__(self, engine, seq_id: int, sink=None):
+        self.engine, self.id, self.sink = engine, seq_id, sink
         try:
             self._loop = asyncio.get_running_loop()
             self._queue = asyncio.Queue()
@@ -27,9 +27,8 @@ class RequestHandle:
 
     def deliver(self, item: AudioChunk | Exception) -> None:
         """Called on the engine thread."""
-        if self._loop is None:
-            self._queue.put(item)
-            return
+        if self.sink is not None or self._loop is None:
+            return self.sink(self, item) if self.sink is not None else self._queue.put(item)
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:                    # the caller's loop is gone: nobody listens any more

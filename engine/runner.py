@@ -20,14 +20,16 @@ SIDE_DECODE = True         # the codec decode beside the talker step (False: aft
 
 
 class ModelRunner:
-    def __init__(self, model, max_seqs: int, kv_blocks: int, block_size: int = 16, use_graphs: bool | None = None):
+    def __init__(self, model, max_seqs: int, kv_blocks: int | None, block_size: int = 16,
+                 use_graphs: bool | None = None):
+        """kv_blocks None: the cache is allocated later (allocate_kv), once what the stages need is measured."""
         self.model, self.cfg, self.device = model, model.cfg, model.device
         tcfg, dtype = self.cfg.talker, model.dtype
         self.talker = model.tts.talker
         self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
         n = max_seqs + 1
-        self.scratch = max_seqs
-        self.kv = PagedKVCache(tcfg, kv_blocks + 1, block_size, n, self.max_blocks, dtype, self.device)
+        self.scratch, self.block_size = max_seqs, block_size
+        self.allocate_kv(kv_blocks or 0)
         z = lambda *shape, dt=dtype: torch.zeros(*shape, dtype=dt, device=self.device)
         self.hidden, self.frame_embed = z(n, tcfg.hidden_size), z(n, tcfg.hidden_size)
         self.c0, self.num_c0, self.frames = z(n, dt=torch.int64), z(n, dt=torch.int64), z(n, dt=torch.int64)
@@ -61,20 +63,46 @@ class ModelRunner:
     def _tensor(self, values, dtype=torch.int64):
         return upload(values, dtype, self.device)
 
-    @torch.inference_mode()
-    def capture_all(self) -> None:
-        """Capture every stage for every batch bucket up front, so no stream pays for a capture."""
+    def allocate_kv(self, blocks: int) -> None:
+        """The paged cache of `blocks` blocks and a scratch block; before the graphs are captured (they hold its
+        address)."""
+        self.kv = None
+        self.kv = PagedKVCache(self.cfg.talker, blocks + 1, self.block_size, self.scratch + 1, self.max_blocks,
+                               self.model.dtype, self.device)
+
+    def _stage_inputs(self) -> list:
+        """(stage, variant, empty inputs) of every graph variant: what capture and profiling run."""
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.cfg.talker.hidden_size, dtype=self.model.dtype, device=self.device)
-        for bucket in self.predict_stage.buckets:
-            for greedy in (False, True):
-                self.predict_stage.capture(greedy, bucket, [i64()])
-                self.talk_stage.capture(greedy, bucket, [i64(), i64(), i64(), flag])
-                self.first_stage.capture(greedy, bucket, [i64(), rows])
-            self.decode_stage.capture(None, bucket, [i64(), i64(16)])
-        for bucket in self.prefill_stage.buckets:
-            self.prefill_stage.capture(None, bucket, [rows, i64(), i64()])
+        variants = [(stage, greedy, like) for greedy in (False, True) for stage, like in (
+            (self.predict_stage, [i64()]), (self.talk_stage, [i64(), i64(), i64(), flag]),
+            (self.first_stage, [i64(), rows]))]
+        return variants + [(self.decode_stage, None, [i64(), i64(16)]),
+                           (self.prefill_stage, None, [rows, i64(), i64()])]
+
+    @torch.inference_mode()
+    def capture_all(self) -> None:
+        """Capture every stage for every batch bucket up front, so no stream pays for a capture."""
+        for stage, variant, like in self._stage_inputs():
+            for bucket in stage.buckets:
+                stage.capture(variant, bucket, like)
+
+    @torch.inference_mode()
+    def graph_bytes(self) -> int:
+        """Device memory the captured graphs will hold: each stage run once, eagerly, at its largest bucket. The
+        decode's graphs have a pool of their own beside the others' shared one."""
+        peaks = {}
+        for stage, variant, like in self._stage_inputs():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            stage.fn(variant, *stage.pad(like, stage.buckets[-1]))
+            torch.cuda.synchronize()
+            peaks[stage] = max(peaks.get(stage, 0), torch.cuda.max_memory_allocated() - base)
+        torch.cuda.empty_cache()
+        return peaks.pop(self.decode_stage) + max(peaks.values())
 
     # per-stream setup ------------------------------------------------------------------------------------------
     @torch.inference_mode()

@@ -7,8 +7,8 @@ LOW_BUFFER_S = 0.3
 
 
 class Scheduler:
-    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv):
-        self.max_seqs, self.max_prefill_tokens, self.kv = max_seqs, max_prefill_tokens, kv
+    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv, admission):
+        self.max_seqs, self.max_prefill_tokens, self.kv, self.admission = max_seqs, max_prefill_tokens, kv, admission
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_slots = deque(range(max_seqs))
@@ -39,7 +39,9 @@ class Scheduler:
         return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready() and
                     (s.first_sent_at is not None or not listening)), default=float("inf"))
 
-    def add(self, seq: Sequence) -> None:
+    def add(self, seq: Sequence, step_ms: float) -> None:
+        """Raises EngineInputError `busy` when the engine is at capacity (admission.py)."""
+        self.admission.admit(seq, self.num_active, step_ms)
         self.waiting.append(seq)
 
     def admit(self, build_prompt, now: float) -> tuple[list[Sequence], list]:
@@ -77,5 +79,6 @@ class Scheduler:
         else:
             self.waiting.remove(seq)
         self.kv.release(seq)
+        self.admission.release(seq)
         seq.status = Status.FINISHED
         seq.finish_reason = reason

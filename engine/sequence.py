@@ -25,6 +25,7 @@ class Sequence:
         self.fed = 0                          # next index into feed
         self.eos_fed = False
         self.slot = -1
+        self.reserved = 0                     # KV tokens admission holds back for it
         self.block_table: list[int] = []
         self.synced_blocks = 0                # block_table entries the device's tables hold
         self.num_tokens = 0                   # tokens in the talker KV cache

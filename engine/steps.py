@@ -131,22 +131,24 @@ class StepLoop:
             self.frames_total += 1
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
-        talkers, text_ids = [], []
+        talkers, text_ids, stalled = [], [], []
         for s in list(sched.running):           # streams with a finished frame whose next text row is here
             if s.has_c0 or s.finish_reason:
                 continue
             if s.num_tokens + 1 > self.max_context:   # the stream's context is full: it ends like a frame cap
                 s.finish_reason = "length"
                 continue
-            if not runner.kv.can_grow(s, 1):
-                self.end(s, "error", KVCacheFull(f"the KV cache is full ({s.num_tokens} tokens in this stream); "
-                                                 "retry, or raise kv_tokens_per_seq"))
+            if not runner.kv.can_grow(s, 1):    # past its reservation with the cache full: it waits for a block
+                stalled.append(s)
                 continue
             tid = s.next_text_id(self.pad, self.eos_text)
             if tid is not None:
                 runner.kv.grow(s, 1)            # taken now: the next stream's check sees only the blocks still free
                 talkers.append(s)
                 text_ids.append(tid)
+        if stalled and not talkers and not ready:  # no stream can free a block: the youngest gives its own
+            self.end(stalled[-1], "error", KVCacheFull(f"the KV cache is full ({stalled[-1].num_tokens} tokens in "
+                                                       "this stream); retry"))
         if talkers:
             with self._stage("talk"):        # its ids are read next step: no wait here for the talker to finish
                 self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))

@@ -94,16 +94,34 @@ def test_unusable_reference_audio_fails_that_request_only(engines):
     assert list(good.iter_blocking())[-1].final
 
 
-def test_a_full_kv_cache_ends_the_stream_that_needs_more_and_no_other():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48).start()
+def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_cut():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48).start()   # 6 blocks of 16
     try:
-        long = engine.submit(SynthesisRequest(text="A long one that keeps going.", max_frames=200, ignore_eos=True))
-        short = engine.submit(SynthesisRequest(text="Short.", max_frames=20, ignore_eos=True))
-        assert sum(len(c.codes) for c in short.iter_blocking()) == 20
+        with pytest.raises(EngineInputError, match="KV tokens") as err:
+            list(engine.submit(SynthesisRequest(text="Too long for any cache.", max_frames=200)).iter_blocking())
+        assert err.value.code == "text_too_long"
+        first = engine.submit(SynthesisRequest(text="A long one that keeps going.", max_frames=50, ignore_eos=True))
+        second = engine.submit(SynthesisRequest(text="Another.", max_frames=50, ignore_eos=True))
+        with pytest.raises(EngineInputError, match="KV cache is committed") as err:
+            list(second.iter_blocking())
+        assert err.value.code == "busy"
+        assert sum(len(c.codes) for c in first.iter_blocking()) == 50
+        again = engine.submit(SynthesisRequest(text="Next.", max_frames=50, ignore_eos=True))
+        assert sum(len(c.codes) for c in again.iter_blocking()) == 50
+        assert engine.scheduler.admission.reserved == 0
+    finally:
+        engine.shutdown()
+
+
+def test_a_stream_past_its_reservation_with_nothing_left_to_free_ends_alone(monkeypatch):
+    monkeypatch.setattr("engine.admission.HORIZON_TOKENS", 16)        # reserves 16 of its frames
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=64).start()
+    try:
+        h = engine.submit(SynthesisRequest(text="Hello there, and on and on.", ignore_eos=True))   # 88 frames
         with pytest.raises(RuntimeError, match="KV cache is full"):
-            list(long.iter_blocking())
-        again = engine.submit(SynthesisRequest(text="Next.", max_frames=10, ignore_eos=True))
-        assert sum(len(c.codes) for c in again.iter_blocking()) == 10
+            _run_in_thread(lambda: list(h.iter_blocking()))
+        nxt = engine.submit(SynthesisRequest(text="Next.", max_frames=4, ignore_eos=True))
+        assert _run_in_thread(lambda: _outcome(nxt)) == 4
     finally:
         engine.shutdown()
 
@@ -135,28 +153,15 @@ def _outcome(handle):
         return exc
 
 
-def test_two_streams_needing_the_last_kv_block_in_one_step_end_one_not_all():
-    # 3 blocks of 16 tokens; both streams cross into their second block in the same step with one block free
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=24)
-    try:
-        a = engine.submit(SynthesisRequest(text="Hello there.", max_frames=30, ignore_eos=True))
-        b = engine.submit(SynthesisRequest(text="Hello there.", max_frames=30, ignore_eos=True))
-        engine.start()
-        outcomes = [_run_in_thread(lambda: _outcome(a)), _run_in_thread(lambda: _outcome(b))]
-        assert 30 in outcomes
-        assert any(isinstance(o, RuntimeError) and "KV cache is full" in str(o) for o in outcomes), outcomes
-    finally:
-        engine.shutdown()
-
-
 def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
-    # 3 blocks of 16 tokens; each prompt needs 2: the second waits for the first instead of failing the step
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=24)
+    # 6 blocks of 16 tokens; each stream reserves 3: both run, a third is busy until one ends
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=3, kv_tokens_per_seq=32)
     try:
         kw = dict(text="Hi", instruct="x " * 6, max_frames=4, ignore_eos=True)
-        a, b = engine.submit(SynthesisRequest(**kw)), engine.submit(SynthesisRequest(**kw))
+        a, b, c = (engine.submit(SynthesisRequest(**kw)) for _ in range(3))
         engine.start()
-        assert [_run_in_thread(lambda: _outcome(a)), _run_in_thread(lambda: _outcome(b))] == [4, 4]
+        outcomes = [_run_in_thread(lambda: _outcome(h)) for h in (a, b, c)]
+        assert outcomes[:2] == [4, 4] and outcomes[2].code == "busy"
     finally:
         engine.shutdown()
 
