@@ -76,7 +76,7 @@ class LiveWords:
                         pass
                     continue
                 due = self.first_audio + job.start       # a real-time player reaches the window then
-                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job, due)), self.timeout)
+                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job.audio, [u.text for u in job.units], due)), self.timeout)
                 words = self.stream.apply(job, spans)
                 self.progress.set()
                 if words and self.on_words:

@@ -37,12 +37,12 @@ class AlignmentService:
         self.thread.start()
         return self
 
-    def submit(self, job, due: float | None = None) -> Future:
-        """A Job (stream.py) -> a Future of its (start, end) spans; `due`: when (time.monotonic) its words are
-        needed (None: at once)."""
+    def submit(self, audio, units: list[str], due: float | None = None) -> Future:
+        """A window's audio (24 kHz) and its text units -> a Future of their (start, end) spans; `due`: when
+        (time.monotonic) its words are needed (None: at once)."""
         future = Future()
         try:
-            self.jobs.put_nowait((job.audio, [u.text for u in job.units], future, due, time.monotonic()))
+            self.jobs.put_nowait((audio, units, future, due, time.monotonic()))
         except queue.Full:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))

@@ -52,7 +52,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     engine = Engine.load(dummy=args.dummy, max_seqs=max(args.concurrency)).start()
-    server = ServerThread(engine, GatewayConfig(max_active=max(args.concurrency), max_frames=args.frames)).start()
+    server = ServerThread(engine, GatewayConfig(max_frames=args.frames)).start()
     for c in args.concurrency:
         ttfa = []
         for _ in range(args.repeats):

@@ -2,7 +2,6 @@
 
 Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
 handles that receive AudioChunks; they never touch tensors."""
-import dataclasses
 import gc
 import itertools
 import queue
@@ -56,7 +55,7 @@ class Engine:
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = VoiceCache(model)
-        self.validator = Validator(model, self.voices, max_text_chars)
+        self.validator = Validator(model.cfg, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
         self.turns = TurnGate()                  # device time for the aligner, between steps
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -96,8 +95,7 @@ class Engine:
     def submit(self, request: SynthesisRequest, sink=None) -> RequestHandle:
         """`sink(handle, item)` takes the request's chunks and its error (on the engine thread) instead of the
         handle's queue. A request beyond the engine's capacity gets EngineInputError `busy` from its handle."""
-        request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.model.cfg.generation))
-        self.validator.check(request)
+        request = self.validator.prepare(request)
         seq_id = next(self._ids)                 # atomic: submit may come from several threads
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
         handle = RequestHandle(self, seq_id, sink)

@@ -1,10 +1,19 @@
 """Request checks done on the caller's thread, so bad input fails at once with a message a user can act on."""
+import dataclasses
+
 from .request import EngineInputError, SynthesisRequest
 
 
 class Validator:
-    def __init__(self, model, voices, max_text_chars: int):
-        self.cfg, self.voices, self.max_text_chars = model.cfg, voices, max_text_chars
+    def __init__(self, cfg, voices, max_text_chars: int):
+        """`voices`: the registered clone voices (`name in voices`, `voices.names()`)."""
+        self.cfg, self.voices, self.max_text_chars = cfg, voices, max_text_chars
+
+    def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
+        """The request with the checkpoint's sampling defaults filled in, checked."""
+        request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.cfg.generation))
+        self.check(request)
+        return request
 
     def check_append(self, text: str) -> None:
         if not isinstance(text, str):

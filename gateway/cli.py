@@ -74,11 +74,18 @@ def _serve_parser(sub) -> None:
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
     p.add_argument("--max-sockets", type=int, default=1024, help="open WebSockets; beyond it new ones close with 1013")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
-    p.add_argument("--max-active", type=int, default=32,
-                   help="generating streams at once (also the engine's batch size); beyond it new ones get `busy`")
+    p.add_argument("--max-active", type=int,
+                   help="streams generating at once (the engine's batch size); beyond it new ones get `busy` "
+                        "(default: 1024 on a GPU, 32 on a CPU)")
     p.add_argument("--max-step-ms", type=float,
                    help="measured capacity: refuse new streams while an engine step takes longer than this "
                         "(default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off on a CPU)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                   help="share of the GPU's memory the engine core may take; the KV cache gets what the weights, "
+                        "graphs and aligner leave of it")
+    p.add_argument("--kv-tokens-per-stream", type=int,
+                   help="a KV cache of max-active x this many tokens instead (default: by memory on a GPU, 2048 on "
+                        "a CPU); a stream beyond the free cache gets `busy`")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
     p.add_argument("--max-message-bytes", type=int, default=65536)
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
@@ -96,31 +103,22 @@ def _serve_parser(sub) -> None:
 def serve(args) -> int:
     import logging
 
-    from engine import Engine
-
+    from .core import EngineClient, EngineSpec
     from .server import GatewayServer, create_app, uvicorn_config
     from .service import Gateway, GatewayConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import torch
-    on_gpu = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
-    max_step_ms = args.max_step_ms if args.max_step_ms is not None else (64.0 if on_gpu else None)
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
-                           max_contexts_per_socket=args.max_contexts_per_socket, max_active=args.max_active,
-                           max_step_ms=max_step_ms,
+                           max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
                            aligner_timeout=args.aligner_timeout)
-    load_aligner = None
-    if args.aligner or args.dummy_aligner:
-        from aligner import Aligner
-
-        def load_aligner(engine):            # on the engine's device, in its dtype
-            return Aligner.load(model=args.aligner, dummy=args.dummy_aligner, device=engine.model.device,
-                                dtype=engine.model.dtype)
-    gateway = Gateway(config, lambda: Engine.load(model=args.model, dummy=args.dummy, device=args.device,
-                                                  dtype=args.dtype, max_seqs=args.max_active).start(), load_aligner)
+    spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
+                      max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
+                      gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
+                      aligner=args.aligner, dummy_aligner=args.dummy_aligner)
+    gateway = Gateway(config, EngineClient.spawn(spec, args.log_level))
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))
     try:
         server.run()

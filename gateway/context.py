@@ -130,7 +130,7 @@ class Context:
         request = SynthesisRequest(text="".join(head.parts), voice=s.voice, language=s.language or "auto",
                                    instruct=s.instruct, sampling=sampling, max_frames=gw.config.max_frames,
                                    text_complete=head.closer is not None)
-        head.stream = EngineStream(gw.engine, gw.admission, gw.metrics, request, "websocket", head.first_text_at)
+        head.stream = EngineStream(gw.engine, gw.metrics, request, "websocket", head.first_text_at)
 
     # the context's task -------------------------------------------------------------------------------------------
     async def run(self) -> None:

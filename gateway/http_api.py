@@ -85,16 +85,19 @@ async def speech(request: Request, gateway) -> Response:
     synthesis = SynthesisRequest(text=text, voice=_field(body, "voice", str), max_frames=gateway.config.max_frames,
                                  language=_field(body, "language", str, "auto"),
                                  instruct=_field(body, "instructions", str) or None)
-    stream = EngineStream(gateway.engine, gateway.admission, gateway.metrics, synthesis, "http")
-    if streamed:
-        return _StreamedSpeech(stream, _streamed(stream, fmt), media_type=MEDIA_TYPES[fmt])
+    stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
+    chunks = stream.chunks()
     try:
-        pcm = b"".join([to_pcm16(chunk.pcm).tobytes() async for chunk in stream.chunks()])
+        pcm = [to_pcm16((await anext(chunks)).pcm).tobytes()]       # a refusal (busy) answers before any byte
+        if streamed:
+            return _StreamedSpeech(stream, _streamed(pcm[0], chunks, fmt), media_type=MEDIA_TYPES[fmt])
+        pcm += [to_pcm16(chunk.pcm).tobytes() async for chunk in chunks]
     except EngineInputError:
         raise
     except Exception:
         log.exception("speech request failed")
         raise ApiError(p.INTERNAL, "the engine failed this request; retry") from None
+    pcm = b"".join(pcm)
     header = wav_header(SOURCE_RATE, len(pcm)) if fmt == "wav" else b""
     return Response(header + pcm, media_type=MEDIA_TYPES[fmt])
 
@@ -114,11 +117,12 @@ class _StreamedSpeech(StreamingResponse):
                 self.stream.cancel()
 
 
-async def _streamed(stream: EngineStream, fmt: str):
+async def _streamed(first: bytes, chunks, fmt: str):
     try:
         if fmt == "wav":
             yield wav_header(SOURCE_RATE)
-        async for chunk in stream.chunks():
+        yield first
+        async for chunk in chunks:
             yield to_pcm16(chunk.pcm).tobytes()
     except Exception:
         log.exception("streamed speech request failed")    # the status is sent: the body just ends early
@@ -148,7 +152,7 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     ref = VoiceRef(audio.astype(np.float32), rate, _field(body, "text", str),
                    x_vector_only=_field(body, "x_vector_only", bool, False))
     try:
-        await asyncio.wrap_future(gateway.engine.register_voice(name, ref))
+        await gateway.engine.register_voice(name, ref)
     except (EngineInputError, ApiError):
         raise
     except Exception as exc:
@@ -167,7 +171,7 @@ def _read_wav(data: str) -> tuple[np.ndarray, int]:
 @api
 async def delete_voice(request: Request, gateway) -> Response:
     name = request.path_params["name"]
-    if not gateway.engine.delete_voice(name):
+    if not await gateway.engine.delete_voice(name):
         raise ApiError(NOT_FOUND, f"no registered voice '{name}'")
     return Response(status_code=204)
 

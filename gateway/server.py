@@ -59,29 +59,33 @@ async def health(request: Request) -> JSONResponse:
     gateway: Gateway = request.app.state.gateway
     if not gateway.ready:
         return JSONResponse({"status": gateway.status}, status_code=503)
-    return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": gateway.config.max_active})
+    return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": gateway.engine.stats.get("max_active")})
 
 
 async def metrics(request: Request) -> PlainTextResponse:
     gateway: Gateway = request.app.state.gateway
-    stats = gateway.engine.stats() if gateway.engine else {}
+    stats = gateway.engine.stats
     gauges = {
         "tts_ready": ("1 once the engine is loaded and warmed up", float(gateway.ready)),
         "tts_sockets": ("open WebSocket sessions", len(gateway.sessions)),
         "tts_active_contexts": ("open WebSocket contexts", gateway.open_contexts),
-        "tts_generating_requests": ("engine requests admitted (limit: tts_max_active)", gateway.admission.active),
-        "tts_max_active": ("admission limit (--max-active)", gateway.config.max_active),
+        "tts_generating_requests": ("engine requests admitted (limit: tts_max_active)", stats.get("active", 0)),
+        "tts_max_active": ("admission limit (--max-active)", stats.get("max_active", 0)),
+        "tts_refused_requests": ("requests refused with busy, cumulative", stats.get("refused", 0)),
+        "tts_kv_tokens": ("KV cache size in tokens", stats.get("kv_tokens", 0)),
+        "tts_kv_reserved_tokens": ("KV tokens admission holds for the admitted streams", stats.get("kv_reserved", 0)),
+        "tts_kv_used_tokens": ("KV tokens in blocks taken", stats.get("kv_used", 0)),
         "tts_queued_requests": ("engine requests waiting for a batch slot", stats.get("waiting", 0)),
         "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
         "tts_engine_step_ms": ("engine step wall time, moving average (capacity: --max-step-ms)",
                                stats.get("step_ms", 0.0)),
     }
     if gateway.aligner is not None:
-        aligner = gateway.aligner
-        gauges.update(tts_aligner_queued_jobs=("word alignment jobs waiting for the aligner", aligner.jobs.qsize()),
-                      tts_aligner_busy_seconds=("time spent aligning, cumulative", aligner.stats["busy_seconds"]),
+        gauges.update(tts_aligner_queued_jobs=("word alignment jobs waiting for the aligner",
+                                               stats.get("aligner_queued", 0)),
+                      tts_aligner_busy_seconds=("time spent aligning, cumulative", stats.get("aligner_busy_s", 0.0)),
                       tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
-                                                 aligner.stats["audio_seconds"]))
+                                                 stats.get("aligner_audio_s", 0.0)))
     return PlainTextResponse(gateway.metrics.render(gauges), media_type="text/plain; version=0.0.4")
 
 
@@ -91,7 +95,7 @@ def create_app(gateway: Gateway) -> Starlette:
         start = asyncio.create_task(gateway.start())
         yield
         start.cancel()
-        await asyncio.to_thread(gateway.close)
+        await gateway.close()
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
               Route("/metrics", metrics), *http_api.routes]

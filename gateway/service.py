@@ -1,18 +1,13 @@
-"""What every route shares: the engine (loaded and warmed up in the background), admission, metrics, sessions."""
+"""What every route shares: the engine core (started and warmed up in the background), metrics, sessions."""
 import asyncio
 import hmac
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
-import numpy as np
-
-from aligner import AlignmentService
-from engine import SamplingParams, SynthesisRequest, VoiceRef
-
+from .core import EngineClient
 from .metrics import Metrics
-from .streams import Admission
 
 log = logging.getLogger("qwen_tts_gateway")
 
@@ -22,8 +17,6 @@ class GatewayConfig:
     api_keys: tuple[str, ...] = ()
     max_sockets: int = 1024
     max_contexts_per_socket: int = 16
-    max_active: int = 32                 # generating requests (also the engine's max_seqs)
-    max_step_ms: float | None = None     # refuse new streams while an engine step takes longer (None: no limit)
     context_timeout: float = 20.0
     max_message_bytes: int = 65536
     max_utterance_chars: int = 5000      # the engine re-reads an utterance's whole text on every append
@@ -33,14 +26,10 @@ class GatewayConfig:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, load_engine: Callable[[], object],
-                 load_aligner: Callable[[object], object] | None = None):
-        """`load_aligner(engine)`: the forced aligner (on the engine's device), or None: no word timestamps."""
-        self.config, self.load_engine, self.load_aligner = config, load_engine, load_aligner
-        self.engine = None
-        self.aligner: AlignmentService | None = None
-        self.status = "loading"              # loading -> warming_up -> ready -> shutting_down (or failed)
-        self.admission = Admission(config.max_active, config.max_step_ms, lambda: self.engine.step_ms)
+    def __init__(self, config: GatewayConfig, engine: EngineClient):
+        """`engine`: the engine core (a child process, or a test's thread), started by start()."""
+        self.config, self.engine = config, engine
+        self.status = "loading"              # loading -> ready -> shutting_down (or failed)
         self.metrics = Metrics()
         self.sessions: set = set()
         self.open_contexts = 0
@@ -53,33 +42,26 @@ class Gateway:
     def draining(self) -> bool:
         return self.status == "shutting_down"
 
+    @property
+    def aligner(self):
+        return self.engine.aligner
+
     async def start(self) -> None:
         try:
             t0 = time.perf_counter()
-            log.info("loading model...")
-            self.engine = await asyncio.to_thread(self.load_engine)
-            log.info("loaded %s in %.1fs; warming up...", self.engine.info["model"], time.perf_counter() - t0)
-            self.status = "warming_up"
-            t0 = time.perf_counter()
-            async for _ in self.engine.submit(self._warmup_request()):
-                pass
-            if self.load_aligner is not None:
-                aligner = await asyncio.to_thread(self.load_aligner, self.engine)
-                await asyncio.to_thread(aligner.align_units, [(np.zeros(24000, np.float32), ["warming", "up"])], 24000)
-                self.aligner = AlignmentService(aligner, turns=self.engine.turns).start()
-                log.info("forced aligner %s ready", getattr(aligner, "name", type(aligner).__name__))
-            log.info("warm-up done in %.1fs; ready", time.perf_counter() - t0)
+            log.info("starting the engine core...")
+            self.engine.on_failure = self._failed
+            await self.engine.start()
+            log.info("engine core ready in %.1fs: %s", time.perf_counter() - t0, self.engine.info["model"])
             self.status = "ready"
         except Exception:
             self.status = "failed"
             log.exception("engine start failed")
 
-    def _warmup_request(self) -> SynthesisRequest:
-        request = SynthesisRequest(text="Warming up.", max_frames=4, sampling=SamplingParams(seed=0))
-        if self.engine.info["model_type"] == "base":
-            tone = 0.1 * np.sin(np.arange(24000) * 2 * np.pi * 220 / 24000).astype(np.float32)
-            request.ref = VoiceRef(tone, 24000, x_vector_only=True)
-        return request
+    def _failed(self, reason: str) -> None:
+        """The engine core died: its requests fail (`internal`), /health answers 503, and the server exits."""
+        log.error("%s: the gateway stops", reason)
+        self.status = "failed"
 
     def voices(self) -> list[str]:
         return list(self.engine.info["speakers"]) + self.engine.voices.names()
@@ -95,6 +77,8 @@ class Gateway:
         """Graceful shutdown: new work is refused; closed text gets up to shutdown_grace s to be spoken; then every
         socket's remaining contexts end with `shutting_down` and the socket closes with 1001."""
         if self.status == "failed":
+            for session in list(self.sessions):
+                await session.shutdown("the engine failed")
             return
         self.status = "shutting_down"
         deadline = time.monotonic() + self.config.shutdown_grace
@@ -103,8 +87,5 @@ class Gateway:
         for session in list(self.sessions):
             await session.shutdown("server shutting down")
 
-    def close(self) -> None:
-        if self.aligner is not None:
-            self.aligner.close()
-        if self.engine is not None:
-            self.engine.shutdown()
+    async def close(self) -> None:
+        await self.engine.close()

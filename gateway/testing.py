@@ -5,13 +5,18 @@ import time
 
 import httpx
 
+from .core import EngineClient
 from .server import GatewayServer, create_app, uvicorn_config
 from .service import Gateway, GatewayConfig
 
 
 class ServerThread:
-    def __init__(self, engine, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None):
-        self.gateway = Gateway(config or GatewayConfig(), lambda: engine, None if aligner is None else lambda _: aligner)
+    def __init__(self, engine=None, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None,
+                 client: EngineClient | None = None):
+        """`engine` (and `aligner`) served by an engine-core thread of this process, over the core's socket; or
+        `client`, an engine core of its own (EngineClient.spawn)."""
+        self.engine, self.aligner = engine, aligner
+        self.gateway = Gateway(config or GatewayConfig(), client or EngineClient.in_thread(engine, aligner))
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]

@@ -18,7 +18,7 @@ PIECES = ["Hello the", "re, how are", " you today?"]
 def server(words: bool = True, **config) -> ServerThread:
     """`words`: with the aligner (random weights: every word is timed, the times are meaningless)."""
     return ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=4).start(),
-                        GatewayConfig(api_keys=(KEY,), max_active=4, **config),
+                        GatewayConfig(api_keys=(KEY,), **config),
                         aligner=Aligner.load(dummy="tiny", device="cpu") if words else None)
 
 

@@ -291,8 +291,6 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
     """Queued jobs go out in order, in forwards of at most `max_batch_seconds` of audio (a forward delays the
     engine's next step); the job that did not fit leads the next forward; close() stops the worker."""
     from aligner import AlignmentService
-    from aligner.stream import Job
-    from aligner.text import Unit
 
     forwards = []
 
@@ -302,8 +300,8 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
             return [[(0.0, float(len(audio) // rate))] * len(units) for audio, units in items]
 
     service = AlignmentService(Recorder(), max_batch=8, max_batch_seconds=5.0)
-    job = lambda s: Job(np.zeros(s * 24000, np.float32), [Unit("a", 0, 1)], 0.0, False, True)
-    futures = [service.submit(job(s)) for s in (1, 2, 2, 3, 1, 1, 4, 6)]
+    job = lambda s: (np.zeros(s * 24000, np.float32), ["a"])
+    futures = [service.submit(*job(s)) for s in (1, 2, 2, 3, 1, 1, 4, 6)]
     service.start()
     assert [f.result(5) for f in futures] == [[(0.0, float(s))] for s in (1, 2, 2, 3, 1, 1, 4, 6)]
     assert forwards == [[1, 2, 2], [3, 1, 1], [4], [6]]      # a job longer than the bound goes alone
@@ -317,8 +315,6 @@ def test_service_gathers_jobs_while_their_due_times_allow():
     import time
 
     from aligner import AlignmentService
-    from aligner.stream import Job
-    from aligner.text import Unit
 
     forwards = []
 
@@ -329,15 +325,15 @@ def test_service_gathers_jobs_while_their_due_times_allow():
 
     service = AlignmentService(Recorder(), max_batch=8, max_batch_seconds=60.0, gather=0.4, gather_margin=0.5)
     service.start()
-    job = lambda s: Job(np.zeros(s * 24000, np.float32), [Unit("a", 0, 1)], 0.0, False, True)
+    job = lambda s: (np.zeros(s * 24000, np.float32), ["a"])
     far = time.monotonic() + 30
-    first = service.submit(job(1), far)
+    first = service.submit(*job(1), far)
     time.sleep(0.1)
-    second = service.submit(job(2), far)
+    second = service.submit(*job(2), far)
     assert first.result(5) and second.result(5) and forwards == [[1, 2]]     # gathered
-    soon = service.submit(job(3), time.monotonic() + 0.5)
+    soon = service.submit(*job(3), time.monotonic() + 0.5)
     time.sleep(0.2)
-    now = service.submit(job(4))
+    now = service.submit(*job(4))
     assert soon.result(5) and now.result(5) and forwards[1:] == [[3], [4]]   # no time to gather
     service.close()
 
@@ -348,14 +344,12 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
     import threading
 
     from aligner import Aligner, AlignmentService
-    from aligner.stream import Job
-    from aligner.text import Unit
     from engine.turns import TurnGate
 
     aligner, rng = Aligner.load(dummy="tiny", device="cpu"), np.random.default_rng(0)
-    jobs = [Job((0.1 * rng.standard_normal(s * 24000)).astype(np.float32), [Unit(w, 0, 1) for w in words], 0.0,
-                False, True) for s, words in ((2, "abc"), (1, "d"))]
-    expected = aligner.align_units([(job.audio, [u.text for u in job.units]) for job in jobs], 24000)
+    jobs = [((0.1 * rng.standard_normal(s * 24000)).astype(np.float32), list(words))
+            for s, words in ((2, "abc"), (1, "d"))]
+    expected = aligner.align_units(jobs, 24000)
     slices = len(aligner.model.encoder) + len(aligner.model.text)
     gate, stop = TurnGate(), threading.Event()
     service = AlignmentService(aligner, turns=gate).start()
@@ -371,7 +365,7 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
     try:
         for size, turns in ((None, slices), (float("inf"), 1)):
             budget[0], before = size, dict(service.stats)
-            futures = [service.submit(job) for job in jobs]
+            futures = [service.submit(*job) for job in jobs]
             assert [f.result(60) for f in futures] == expected
             forwards = service.stats["batches"] - before["batches"]      # (one, unless the second job came late)
             assert service.stats["turns"] - before["turns"] == turns * forwards

@@ -216,3 +216,26 @@ def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
         assert engine._thread.is_alive()
     finally:
         engine.shutdown()
+
+
+def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cache():
+    from types import SimpleNamespace
+
+    from engine.admission import Admission
+    admission = Admission(3, kv_tokens=768, block_size=16, max_step_ms=64.0)
+    seq = lambda frames: SimpleNamespace(request=SynthesisRequest(max_frames=frames), voice=None, instruct_ids=None,
+                                         feed=[1, 2], max_frames=frames, reserved=0)
+    a, b = seq(100), seq(100)
+    admission.admit(a, active=0, step_ms=90.0)                 # an idle engine always admits
+    admission.admit(b, active=1, step_ms=10.0)
+    assert a.reserved == b.reserved == 128 and admission.reserved == 256
+    with pytest.raises(EngineInputError, match="capacity") as err:    # the running streams fall behind real time
+        admission.admit(seq(100), active=2, step_ms=90.0)
+    assert err.value.code == "busy"
+    with pytest.raises(EngineInputError, match="3 streams"):
+        admission.admit(seq(100), active=3, step_ms=10.0)
+    with pytest.raises(EngineInputError, match="committed"):
+        admission.admit(seq(800), active=2, step_ms=10.0)
+    admission.release(a)
+    admission.admit(seq(800), active=1, step_ms=10.0)
+    assert admission.refused == 3

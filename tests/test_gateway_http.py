@@ -22,7 +22,7 @@ FRAMES = 12
 @pytest.fixture(scope="module")
 def server():
     engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=8).start()
-    srv = ServerThread(engine, GatewayConfig(max_active=8, max_frames=FRAMES, shutdown_grace=10.0)).start()
+    srv = ServerThread(engine, GatewayConfig(max_frames=FRAMES, shutdown_grace=10.0)).start()
     yield srv
     srv.stop()
 
@@ -36,7 +36,7 @@ def http(server):
 @pytest.fixture(scope="module")
 def voice(server, http, tmp_path_factory):
     """A registered clone voice; counts how often the engine computes clone conditioning."""
-    model = server.gateway.engine.model
+    model = server.engine.model
     calls, make_voice = [], model.make_voice
     model.make_voice = lambda ref: calls.append(ref) or make_voice(ref)
     path = tmp_path_factory.mktemp("ref") / "ref.wav"
@@ -110,7 +110,7 @@ def test_clone_voice_over_the_websocket(server, voice):
 def test_speech_errors(server, http, voice, body, status, code):
     response = http.post("/v1/audio/speech", json=body)
     assert response.status_code == status and response.json()["error"]["code"] == code
-    assert server.gateway.admission.active == 0 and server.gateway.engine.num_active == 0
+    assert server.engine.num_active == 0
 
 
 def test_voice_registration_errors_and_delete(http, voice):

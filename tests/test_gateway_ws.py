@@ -23,7 +23,7 @@ TERMINAL = (p.Done, p.Cancelled, p.Error)
 @pytest.fixture(scope="module")
 def server():
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
-    config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3, max_active=4,
+    config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3,
                            context_timeout=2.0, max_frames=FRAMES)
     srv = ServerThread(engine, config).start()
     yield srv
@@ -66,7 +66,7 @@ def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "
     """The same request run on the engine directly, converted as the socket converts it."""
     request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed))
     encoder = AudioEncoder(rate, encoding)
-    return b"".join(encoder.encode(c.pcm) for c in srv.gateway.engine.submit(request).iter_blocking()) + encoder.finish()
+    return b"".join(encoder.encode(c.pcm) for c in srv.engine.submit(request).iter_blocking()) + encoder.finish()
 
 
 def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") -> None:
@@ -78,10 +78,10 @@ def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") 
 
 
 def wait_idle(srv, timeout: float = 5.0) -> float:
-    """Seconds until the engine, admission, contexts and sockets are all empty."""
+    """Seconds until the engine, contexts and sockets are all empty."""
     t0, gw = time.monotonic(), srv.gateway
-    while gw.engine.num_active or gw.admission.active or gw.open_contexts or gw.sessions:
-        assert time.monotonic() - t0 < timeout, (gw.engine.num_active, gw.admission.active, gw.open_contexts)
+    while srv.engine.num_active or gw.open_contexts or gw.sessions:
+        assert time.monotonic() - t0 < timeout, (srv.engine.num_active, gw.open_contexts)
         time.sleep(0.005)
     return time.monotonic() - t0
 
@@ -179,7 +179,7 @@ def test_closing_the_socket_frees_every_engine_slot(server):
         started = set()
         while started != set("xyz"):
             started.add((await recv(ws)).context_id)
-        assert server.gateway.engine.num_active == 3
+        assert server.engine.num_active == 3
         await ws.close()
         return time.monotonic()
 

@@ -82,7 +82,7 @@ def test_synthesize_and_an_interrupted_stream_share_one_socket(server):
             await anext(stream)                                        # the first audio: mid-utterance
             assert gw.open_contexts == 1
             await stream.aclose()                                      # how an agent leaves an interrupted stream
-            await wait_until(lambda: gw.open_contexts == 0 and gw.admission.active == 0, 2.0)
+            await wait_until(lambda: gw.open_contexts == 0 and server.engine.num_active == 0, 2.0)
             frames, _ = await speak(tts, PIECES)                       # the same socket still speaks
             return whole, frames, session, list(gw.sessions), gw.metrics.errors.copy()
         finally:

@@ -127,7 +127,7 @@ def test_an_interruption_cancels_the_context_and_the_next_turn_speaks(server):
             await wait_until(lambda: of(down, TTSAudioRawFrame), 10)
             session = next(iter(gw.sessions))
             await worker.queue_frame(InterruptionFrame())
-            await wait_until(lambda: gw.open_contexts == 0 and gw.admission.active == 0, 2.0)
+            await wait_until(lambda: gw.open_contexts == 0 and server.engine.num_active == 0, 2.0)
             generated = gw.metrics.audio_samples - samples
             await asyncio.sleep(0.2)
             interrupted = list(down)

@@ -1,0 +1,223 @@
+"""The front end's engine: the engine core in a child process (or, for tests, a thread) behind a ZMQ socket.
+
+It offers what the gateway needs of an engine (submit -> a RequestHandle, append/close/cancel, voices, the aligner's
+submit, stats) and never blocks: requests are checked here at once (the same Validator as the engine's), commands
+leave once per event-loop turn in one message, and the core's answers come back in batches."""
+import asyncio
+import itertools
+import logging
+import multiprocessing
+import os
+import tempfile
+import threading
+from concurrent.futures import Future
+
+import zmq
+import zmq.asyncio
+
+from engine.handle import RequestHandle
+from engine.validate import Validator
+
+from . import wire
+from .worker import EngineWorker, run_engine_process
+
+log = logging.getLogger("qwen_tts_gateway")
+
+
+class VoiceNames:
+    """The registered clone voices as the core last reported them (the core checks again at admission)."""
+
+    def __init__(self):
+        self.known: list[str] = []
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.known
+
+    def names(self) -> list[str]:
+        return list(self.known)
+
+
+class RemoteAligner:
+    """The core's AlignmentService.submit across the process boundary: a Future of the units' (start, end) spans."""
+
+    def __init__(self, client: "EngineClient"):
+        self.client = client
+
+    def submit(self, audio, units: list[str], due: float | None = None) -> Future:
+        return self.client._call("align", audio, units, due, future=Future())
+
+
+class EngineClient:
+    def __init__(self, start_worker, address: str):
+        """start_worker() starts the core serving on `address`; returns a Process (watched for its exit) or None."""
+        self.start_worker, self.address = start_worker, address
+        self.requests: dict[int, RequestHandle] = {}
+        self.calls: dict[int, asyncio.Future | Future] = {}
+        self.ids = itertools.count(1)
+        self.pending: list = []
+        self.voices, self.stats = VoiceNames(), {}
+        self.info = self.validator = self.worker = self.on_failure = None
+        self.aligner: RemoteAligner | None = None
+        self.failure: str | None = None
+
+    @classmethod
+    def spawn(cls, spec, log_level: str = "info") -> "EngineClient":
+        address = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-')}/engine"
+        process = multiprocessing.get_context("spawn").Process(
+            target=run_engine_process, args=(spec, address, log_level), name="engine-core", daemon=True)
+        return cls(lambda: process.start() or process, address)
+
+    @classmethod
+    def in_thread(cls, engine, aligner=None) -> "EngineClient":
+        """A test's engine (and aligner) served by a thread of this process, over the same socket and messages."""
+        from .spec import warm_up
+        address = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-')}/engine"
+
+        def start():
+            worker = EngineWorker(engine, warm_up(engine, aligner), address)
+            thread = threading.Thread(target=worker.serve, name="engine-core-io", daemon=True)
+            thread.start()
+            return thread
+        return cls(start, address)
+
+    @property
+    def process(self):
+        return self.worker if isinstance(self.worker, multiprocessing.process.BaseProcess) else None
+
+    async def start(self) -> None:
+        """Until the core is ready (its model loaded and warmed up); raises if it dies first."""
+        loop = asyncio.get_running_loop()
+        self.ready = loop.create_future()
+        self.ctx = zmq.asyncio.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
+            self.sock.setsockopt(option, 0)
+        self.sock.connect(self.address)
+        self.worker = await asyncio.to_thread(self.start_worker)
+        if self.process is not None:
+            loop.add_reader(self.process.sentinel, self._died)
+        self.reader = asyncio.create_task(self._read())
+        self.send(("hello",))
+        await self.ready
+
+    # the engine's caller-side interface --------------------------------------------------------------------------
+    def submit(self, request) -> RequestHandle:
+        request = self.validator.prepare(request)
+        if self.failure:
+            raise RuntimeError(self.failure)
+        handle = RequestHandle(self, next(self.ids))
+        self.requests[handle.id] = handle
+        self.send(("add", handle.id, request))
+        return handle
+
+    def append_text(self, rid: int, text: str) -> None:
+        self.send(("append", rid, text))
+
+    def close_text(self, rid: int) -> None:
+        self.send(("close", rid))
+
+    def cancel(self, rid: int) -> None:
+        if self.requests.pop(rid, None) is not None:
+            self.send(("cancel", rid))
+
+    def register_voice(self, name: str, ref) -> asyncio.Future:
+        return self._call("voice", name, ref)
+
+    def delete_voice(self, name: str) -> asyncio.Future:
+        return self._call("delete_voice", name)
+
+    # messages ------------------------------------------------------------------------------------------------------
+    def send(self, msg: tuple) -> None:
+        self.pending.append(msg)
+        if len(self.pending) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        msgs, self.pending = self.pending, []
+        if not self.failure:
+            self.sock.send(wire.dumps(msgs), copy=False)
+
+    def _call(self, kind: str, *args, future=None):
+        key = next(self.ids)
+        future = future or asyncio.get_running_loop().create_future()
+        if self.failure:
+            future.set_exception(RuntimeError(self.failure))
+            return future
+        self.calls[key] = future
+        self.send((kind, key, *args))
+        return future
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                self._dispatch(wire.loads(await self.sock.recv()))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("a message from the engine core could not be read")
+
+    def _dispatch(self, messages: list) -> None:
+        for kind, key, *rest in messages:
+            if kind == "chunk":
+                if (handle := self.requests.get(key)) is not None:
+                    if rest[0].final:
+                        del self.requests[key]
+                    handle._queue.put_nowait(rest[0])
+            elif kind == "error":
+                if (handle := self.requests.pop(key, None)) is not None:
+                    handle._queue.put_nowait(rest[0].exception())
+            elif kind in ("voice", "aligned"):
+                if len(rest) > 1:
+                    self.voices.known = rest[1]
+                if (future := self.calls.pop(key, None)) is not None and not future.done():
+                    result = rest[0]
+                    future.set_exception(result.exception()) if isinstance(result, wire.Failure) \
+                        else future.set_result(result)
+            elif kind == "stats":
+                self.stats, self.voices.known = key, key["voices"]
+            elif kind == "ready":
+                self._ready(key)
+
+    def _ready(self, description: dict) -> None:
+        self.info = description["info"]
+        self.aligner = RemoteAligner(self) if description["aligner"] else None
+        self.validator = Validator(description["cfg"], self.voices, description["max_text_chars"])
+        if not self.ready.done():
+            self.ready.set_result(None)
+
+    def _died(self) -> None:
+        """The core's process ended: every request and call fails, and so does whatever waits for it."""
+        asyncio.get_running_loop().remove_reader(self.process.sentinel)
+        self.process.join(1)
+        self.failure = f"the engine process exited (code {self.process.exitcode})"
+        error = RuntimeError(self.failure)
+        for handle in self.requests.values():
+            handle._queue.put_nowait(error)
+        for future in self.calls.values():
+            if not future.done():
+                future.set_exception(error)
+        self.requests.clear()
+        self.calls.clear()
+        if not self.ready.done():
+            self.ready.set_exception(error)
+        if self.on_failure:
+            self.on_failure(self.failure)
+
+    async def close(self, timeout: float = 30.0) -> None:
+        if getattr(self, "sock", None) is None:
+            return
+        if self.process is not None:
+            asyncio.get_running_loop().remove_reader(self.process.sentinel)
+        if self.failure is None:
+            self.send(("shutdown",))
+            await asyncio.sleep(0)
+        if self.worker is not None:
+            await asyncio.to_thread(self.worker.join, 0 if self.failure else timeout)
+            if self.process is not None and self.process.is_alive():
+                self.process.kill()
+        self.reader.cancel()
+        self.sock.close()
+        self.ctx.term()
+        path = self.address.removeprefix("ipc://")
+        if os.path.exists(path):
+            os.unlink(path)

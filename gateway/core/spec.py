@@ -1,0 +1,67 @@
+"""What the engine core builds, and its start: the forced aligner first (the KV cache takes what it leaves), then the
+engine, then a warm-up of both, so that the first request pays for nothing."""
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+log = logging.getLogger("qwen_tts_gateway")
+
+
+@dataclass
+class EngineSpec:
+    model: str | None = None
+    dummy: str | None = None
+    device: str | None = None
+    dtype: str | None = None
+    max_active: int | None = None                 # None: 1,024 on CUDA, 32 on the CPU
+    kv_tokens_per_stream: int | None = None       # None: by memory on CUDA (gpu_memory_utilization)
+    gpu_memory_utilization: float = 0.9
+    max_step_ms: float | None = None              # None: 64 on CUDA (80% of a frame), off on the CPU
+    aligner: str | None = None
+    dummy_aligner: str | None = None
+
+    def build(self):
+        """(engine started and warmed up, its AlignmentService or None)."""
+        import torch
+
+        from aligner import Aligner
+        from engine import Engine
+        from engine.weights import default_device_dtype
+
+        device, dtype = default_device_dtype(self.device, self.dtype)
+        cuda = device.type == "cuda"
+        t0 = time.perf_counter()
+        aligner = None
+        if self.aligner or self.dummy_aligner:
+            aligner = Aligner.load(model=self.aligner, dummy=self.dummy_aligner, device=device, dtype=dtype)
+            log.info("forced aligner loaded in %.1fs", time.perf_counter() - t0)
+        max_active = self.max_active or (1024 if cuda else 32)
+        step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
+        engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_seqs=max_active,
+                             kv_tokens_per_seq=self.kv_tokens_per_stream, max_step_ms=step_ms,
+                             gpu_memory_utilization=self.gpu_memory_utilization).start()
+        stats = engine.stats()
+        log.info("engine %s loaded in %.1fs: %d streams at most, %d KV tokens (%s), max step %s ms",
+                 engine.info["model"], time.perf_counter() - t0, max_active, stats["kv_tokens"],
+                 "given" if self.kv_tokens_per_stream or not cuda else f"{self.gpu_memory_utilization:g} of the GPU",
+                 step_ms)
+        return engine, warm_up(engine, aligner)
+
+
+def warm_up(engine, aligner=None):
+    """One short request through the engine; the aligner's service started on the engine's turns (or None)."""
+    from aligner import AlignmentService
+    from engine import SamplingParams, SynthesisRequest, VoiceRef
+
+    request = SynthesisRequest(text="Warming up.", max_frames=4, sampling=SamplingParams(seed=0))
+    if engine.info["model_type"] == "base":
+        tone = 0.1 * np.sin(np.arange(24000) * 2 * np.pi * 220 / 24000).astype(np.float32)
+        request.ref = VoiceRef(tone, 24000, x_vector_only=True)
+    for _ in engine.submit(request).iter_blocking():
+        pass
+    if aligner is None:
+        return None
+    aligner.align_units([(np.zeros(24000, np.float32), ["warming", "up"])], 24000)
+    return AlignmentService(aligner, turns=engine.turns).start()

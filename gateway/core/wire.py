@@ -1,0 +1,32 @@
+"""Messages between the front end and the engine core: lists of tuples, pickled once per batch.
+
+front end -> core: ("hello",) ("add", rid, SynthesisRequest) ("append", rid, text) ("close", rid) ("cancel", rid)
+  ("voice", vid, name, VoiceRef) ("delete_voice", vid, name) ("align", jid, audio, units, due) ("shutdown",)
+core -> front end: ("ready", info) ("chunk", rid, AudioChunk) ("error", rid, Failure) ("voice", vid, result|Failure)
+  ("aligned", jid, spans|Failure) ("stats", dict)"""
+import pickle
+from dataclasses import dataclass
+
+from engine import EngineInputError
+
+
+@dataclass
+class Failure:
+    """An exception that crosses the process boundary: input errors keep their code, anything else is internal."""
+    message: str
+    code: str | None = None
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "Failure":
+        return cls(str(exc), exc.code if isinstance(exc, EngineInputError) else None)
+
+    def exception(self) -> Exception:
+        return EngineInputError(self.code, self.message) if self.code else RuntimeError(self.message)
+
+
+def dumps(messages: list) -> bytes:
+    return pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(data: bytes) -> list:
+    return pickle.loads(data)

@@ -1,0 +1,155 @@
+"""The engine core's I/O thread: commands from the front ends go to the engine (whose step never waits on this
+thread), and what the engine, the voice registry and the aligner answer goes back, one message per front end and
+wake-up. It runs in the process `serve` starts (run_engine_process), or in a thread beside a test's engine."""
+import logging
+import os
+import queue
+import signal
+import time
+from collections import defaultdict
+from functools import partial
+
+import zmq
+
+from . import wire
+
+log = logging.getLogger("qwen_tts_gateway")
+STATS_S = 0.1
+
+
+class EngineWorker:
+    def __init__(self, engine, aligner, address: str):
+        self.engine, self.aligner = engine, aligner
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(address)
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.signalled = False
+        self.requests: dict = {}              # (peer, rid) -> the engine's RequestHandle
+        self.peers: set[bytes] = set()
+        self.running = True
+
+    def serve(self, parent_pid: int | None = None) -> None:
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.wake_r, zmq.POLLIN)
+        next_stats = 0.0
+        while self.running:
+            events = dict(poller.poll(STATS_S * 1000))
+            if self.wake_r in events:
+                os.read(self.wake_r, 4096)
+            while self.sock in events:
+                try:
+                    peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                for cmd in wire.loads(data):
+                    self._apply(peer, cmd)
+            if time.monotonic() >= next_stats:
+                next_stats = time.monotonic() + STATS_S
+                for peer in self.peers:
+                    self.put(peer, ("stats", self.stats()))
+            self._flush()
+            if parent_pid is not None and os.getppid() != parent_pid:
+                log.error("the gateway process is gone: the engine core exits")
+                break
+        self.close()
+
+    def put(self, peer: bytes, msg: tuple) -> None:
+        """From any thread (the engine's, the aligner's, this one)."""
+        self.outbox.put((peer, msg))
+        if not self.signalled:
+            self.signalled = True
+            try:
+                os.write(self.wake_w, b"!")
+            except BlockingIOError:
+                pass
+
+    def _flush(self) -> None:
+        self.signalled = False
+        batches = defaultdict(list)
+        try:
+            while True:
+                peer, msg = self.outbox.get_nowait()
+                batches[peer].append(msg)
+        except queue.Empty:
+            pass
+        for peer, msgs in batches.items():
+            self.sock.send_multipart([peer, wire.dumps(msgs)])
+
+    def _apply(self, peer: bytes, cmd: tuple) -> None:
+        kind, *args = cmd
+        handle = self.requests.get((peer, args[0])) if kind in ("append", "close") else None
+        try:
+            if kind == "hello":
+                self.peers.add(peer)
+                self.put(peer, ("ready", self.description()))
+            elif kind == "add":
+                rid, request = args
+                self.requests[(peer, rid)] = self.engine.submit(request, sink=partial(self._deliver, peer, rid))
+            elif kind == "append" and handle:
+                handle.append_text(args[1])
+            elif kind == "close" and handle:
+                handle.close_text()
+            elif kind == "cancel" and (handle := self.requests.pop((peer, args[0]), None)):
+                handle.cancel()
+            elif kind == "voice":
+                self.engine.register_voice(*args[1:]).add_done_callback(partial(self._answer, peer, "voice", args[0]))
+            elif kind == "delete_voice":
+                self.put(peer, ("voice", args[0], self.engine.delete_voice(args[1]), self.engine.voices.names()))
+            elif kind == "align":
+                self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
+            elif kind == "shutdown":
+                self.running = False
+        except Exception as exc:              # bad input: answered; the core goes on
+            if kind in ("add", "append"):
+                self.requests.pop((peer, args[0]), None)
+                if handle:
+                    handle.cancel()
+            answer = {"voice": "voice", "delete_voice": "voice", "align": "aligned"}.get(kind, "error")
+            self.put(peer, (answer, args[0], wire.Failure.of(exc)))
+
+    def _deliver(self, peer: bytes, rid: int, handle, item) -> None:
+        """The engine thread's sink for one request."""
+        if isinstance(item, Exception) or item.final:
+            self.requests.pop((peer, rid), None)
+        self.put(peer, ("error", rid, wire.Failure.of(item)) if isinstance(item, Exception) else ("chunk", rid, item))
+
+    def _answer(self, peer: bytes, kind: str, key: int, future) -> None:
+        exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
+        names = (self.engine.voices.names(),) if kind == "voice" else ()    # the front end's list, at once
+        self.put(peer, (kind, key, wire.Failure.of(exc) if exc else future.result(), *names))
+
+    def description(self) -> dict:
+        e = self.engine
+        return dict(info=e.info, cfg=e.model.cfg, max_text_chars=e.validator.max_text_chars, aligner=bool(self.aligner))
+
+    def stats(self) -> dict:
+        stats = dict(self.engine.stats(), voices=self.engine.voices.names())
+        if self.aligner is not None:
+            stats.update(aligner_queued=self.aligner.jobs.qsize(), aligner_busy_s=self.aligner.stats["busy_seconds"],
+                         aligner_audio_s=self.aligner.stats["audio_seconds"])
+        return stats
+
+    def close(self) -> None:
+        if self.aligner is not None:
+            self.aligner.close()
+        self.engine.shutdown()
+        self.sock.close()
+        self.ctx.term()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+
+def run_engine_process(spec, address: str, log_level: str = "info") -> None:
+    """The child process of `serve`: builds the engine (and aligner) and serves the gateway until it says stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # the gateway drains first, then stops the core itself
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s engine-core: %(message)s")
+    parent = os.getppid()
+    engine, aligner = spec.build()
+    EngineWorker(engine, aligner, address).serve(parent)
