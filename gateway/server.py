@@ -123,7 +123,8 @@ class GatewayServer(uvicorn.Server):
 
 
 def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str = "info") -> uvicorn.Config:
-    # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009)
+    # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009);
+    # no per-message deflate: PCM hardly compresses, and zlib at a thousand streams' audio rate would take a core
     return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
-                          ws_max_size=16 * gateway.config.max_message_bytes,
+                          ws_max_size=16 * gateway.config.max_message_bytes, ws_per_message_deflate=False,
                           timeout_graceful_shutdown=gateway.config.shutdown_grace)
