@@ -20,7 +20,7 @@ from urllib.parse import urlencode, urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.load_client import ClientJob, run_client  # noqa: E402
-from bench.load_report import context_rows, level_line, level_name, level_row, summary, summary_line  # noqa: E402
+from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
 from bench.workload import workload  # noqa: E402
@@ -140,7 +140,7 @@ def main(argv=None) -> None:
                 results = run_level(client_jobs(args, level, ws_url, texts))
                 row = level_row(level, results, args.duration)
                 print(level_line(row), flush=True)
-                contexts.writelines(json.dumps(c) + "\n" for c in context_rows(level_name(row), results))
+                contexts.writelines(json.dumps(c) + "\n" for c in context_rows(row["name"], results))
                 report["levels"].append(row)
                 report["summary"] = summary(report["levels"])
                 (out / "load_bench.json").write_text(json.dumps(report, indent=1))

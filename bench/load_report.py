@@ -8,9 +8,12 @@ from bench.metrics import summarize
 from gateway import protocol as p
 
 
+def text_tag(row: dict) -> str:
+    return ("words_" if row["word_timestamps"] else "") + row["text"]
+
+
 def level_name(row: dict) -> str:
-    load = f"c={row['value']:g}" if row["mode"] == "concurrency" else f"poisson={row['value']:g}/s"
-    return f"{load} {row['text']}{' +words' if row['word_timestamps'] else ''}"
+    return f"{'c' if row['mode'] == 'concurrency' else 'poisson'}{row['value']:g}_{text_tag(row)}"
 
 
 def level_row(level: dict, results: list[dict], duration: float) -> dict:
@@ -20,8 +23,8 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
     errors = Counter(code for _, code, _ in contexts if code is not None)
     for r in results:
         errors.update({f"no_context:{code}": n for code, n in r["stray_errors"].items()})
-    row = dict(level, contexts=len(contexts), completed=len(completed), busy=errors.pop(p.BUSY, 0),
-               errors=dict(errors), alignment_unavailable=sum(unavailable for *_, unavailable in contexts),
+    row = dict(name=level_name(level), **level, contexts=len(contexts), completed=len(completed),
+               busy=errors.pop(p.BUSY, 0), errors=dict(errors), alignment_unavailable=sum(unavailable for *_, unavailable in contexts),
                fully_viable=sum(r.viable for r in completed) / max(len(contexts), 1))
     if completed:
         row.update(summarize(completed, duration))
@@ -41,11 +44,12 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
 
 
 def level_line(row: dict) -> str:
-    line = f"{level_name(row):26s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {sum(row['errors'].values()):4d} err"
+    errors = sum(row["errors"].values())
+    line = f"{row['name']:22s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {errors:4d} err"
     if row["completed"]:
         line += (f" | ttfa p50/90/95/99 {row['ttfa_p50_ms']:6.0f} {row['ttfa_p90_ms']:6.0f} {row['ttfa_p95_ms']:6.0f}"
                  f" {row['ttfa_p99_ms']:6.0f} ms | fully viable {100 * row['fully_viable']:5.1f}% share "
-                 f"{100 * row['viable_share_mean']:5.1f}% | underrun {row['underrun_s_mean']:5.2f} s | rtf p50 "
+                 f"{100 * row['viable_share_mean']:5.1f}% | underrun {row['underrun_s_mean']:.3f} s | rtf p50 "
                  f"{row['rtf_p50']:.3f}")
     line += f" | {row['audio_s_per_s']:7.1f} audio-s/s"
     if "words" in row:
@@ -59,7 +63,7 @@ def summary(rows: list[dict]) -> dict:
     count against it) and its TTFA p90, one context's TTFA p50, and each Poisson rate's TTFA p95."""
     out = {}
     for row in rows:
-        tag = ("words_" if row["word_timestamps"] else "") + row["text"]
+        tag = text_tag(row)
         if row["mode"] == "rate":
             if row["completed"]:
                 out[f"poisson{row['value']:g}_{tag}_ttfa_p95_ms"] = round(row["ttfa_p95_ms"])
@@ -73,9 +77,9 @@ def summary(rows: list[dict]) -> dict:
             out[f"{tag}_ttfa_p90_ms"] = round(row["ttfa_p90_ms"])
             if "word_lead_p1_s" in row:
                 out[f"{tag}_word_lead_p1_s"] = round(row["word_lead_p1_s"], 2)
-    saturated = [level_name(row).replace(" ", ",") for row in rows if row["client_saturated"]]
+    saturated = [row["name"] for row in rows if row["client_saturated"]]
     if saturated:
-        out["client_saturated"] = ";".join(saturated)
+        out["client_saturated"] = ",".join(saturated)
     return out
 
 

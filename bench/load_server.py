@@ -29,7 +29,7 @@ def device_name() -> str:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                              text=True).stdout.strip().splitlines()
         if out:
-            return out[0].replace("NVIDIA ", "")
+            return out[0].removeprefix("NVIDIA ").split()[0]            # "H100", not "H100 80GB HBM3"
     return "cpu"
 
 

@@ -94,7 +94,8 @@ class LoadSocket:
                     await asyncio.sleep(start + i * speech.stream_ms / 1000 - time.perf_counter())
                 if ctx.ended.done():                     # refused or failed: the rest would only get errors
                     break
-                await self.ws.send(p.encode(p.Text(ctx.id, piece, **speech.options) if i == 0 else p.Text(ctx.id, piece)))
+                text_message = p.Text(ctx.id, piece, **speech.options) if i == 0 else p.Text(ctx.id, piece)
+                await self.ws.send(p.encode(text_message))
             if not ctx.ended.done():
                 await self.ws.send(p.encode(p.End(ctx.id)))
             await ctx.wait(speech.idle_timeout)
