@@ -25,7 +25,7 @@ class Speech:
 @dataclass
 class Tally:
     """One client process's steady-state window (perf_counter), the audio that arrived inside it, and the errors
-    about no context (a message the server could not take: a bench bug)."""
+    about no context (a message the server refused, or a socket it refused or closed)."""
     start: float = float("inf")
     end: float = float("inf")
     audio_s: float = 0.0
