@@ -45,7 +45,7 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
 
 def level_line(row: dict) -> str:
     errors = sum(row["errors"].values())
-    line = f"{row['name']:22s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {errors:4d} err"
+    line = f"{row['name']:24s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {errors:4d} err"
     if row["completed"]:
         line += (f" | ttfa p50/90/95/99 {row['ttfa_p50_ms']:6.0f} {row['ttfa_p90_ms']:6.0f} {row['ttfa_p95_ms']:6.0f}"
                  f" {row['ttfa_p99_ms']:6.0f} ms | fully viable {100 * row['fully_viable']:5.1f}% share "
