@@ -1,0 +1,99 @@
+"""The load bench's numbers: one row per level from its client processes' results, its table line, and the summary
+(the machine-readable line of BENCHMARKS.md)."""
+from collections import Counter
+
+import numpy as np
+
+from bench.metrics import summarize
+from gateway import protocol as p
+
+
+def text_tag(row: dict) -> str:
+    return ("words_" if row["word_timestamps"] else "") + row["text"]
+
+
+def level_name(row: dict) -> str:
+    return f"{'c' if row['mode'] == 'concurrency' else 'poisson'}{row['value']:g}_{text_tag(row)}"
+
+
+def level_row(level: dict, results: list[dict], duration: float) -> dict:
+    """`level` (mode, value, text, word_timestamps) with the totals over the contexts that started in the window."""
+    contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, alignment_unavailable)
+    completed = [record for record, code, _ in contexts if code is None]
+    errors = Counter(code for _, code, _ in contexts if code is not None)
+    for r in results:
+        errors.update({f"no_context:{code}": n for code, n in r["stray_errors"].items()})
+    row = dict(name=level_name(level), **level, contexts=len(contexts), completed=len(completed),
+               busy=errors.pop(p.BUSY, 0), errors=dict(errors), alignment_unavailable=sum(unavailable for *_, unavailable in contexts),
+               fully_viable=sum(r.viable for r in completed) / max(len(contexts), 1))
+    if completed:
+        row.update(summarize(completed, duration))
+        for unused in ("streams", "viability_engine", "wall_s"):
+            del row[unused]
+    row["audio_s_per_s"] = sum(r["window_audio_s"] for r in results) / duration
+    leads = [lead for record in completed for lead in record.word_leads()]
+    if leads:
+        row.update(words=len(leads), word_lead_p50_s=float(np.percentile(leads, 50)),
+                   word_lead_p1_s=float(np.percentile(leads, 1)), word_lead_min_s=float(min(leads)))
+    health = [r["health"] for r in results]
+    row.update(sockets=sum(r["sockets"] for r in results), client_cpu_max=max(h["cpu"] for h in health),
+               client_lag_p99_ms_max=max(h["lag_p99_ms"] for h in health),
+               client_lag_max_ms=max(h["lag_max_ms"] for h in health),
+               client_saturated=any(h["saturated"] for h in health), clients=health)
+    return row
+
+
+def level_line(row: dict) -> str:
+    errors = sum(row["errors"].values())
+    line = f"{row['name']:24s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {errors:4d} err"
+    if row["completed"]:
+        line += (f" | ttfa p50/90/95/99 {row['ttfa_p50_ms']:6.0f} {row['ttfa_p90_ms']:6.0f} {row['ttfa_p95_ms']:6.0f}"
+                 f" {row['ttfa_p99_ms']:6.0f} ms | fully viable {100 * row['fully_viable']:5.1f}% share "
+                 f"{100 * row['viable_share_mean']:5.1f}% | underrun {row['underrun_s_mean']:.3f} s | rtf p50 "
+                 f"{row['rtf_p50']:.3f}")
+    line += f" | {row['audio_s_per_s']:7.1f} audio-s/s"
+    if "words" in row:
+        line += f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s"
+    line += f" | client cpu {100 * row['client_cpu_max']:3.0f}% lag p99 {row['client_lag_p99_ms_max']:.1f} ms"
+    return line + (" | CLIENT SATURATED: not the server's numbers" if row["client_saturated"] else "")
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per kind of text: the largest closed-loop level with >= 99% of its contexts fully viable (busy and errors
+    count against it) and its TTFA p90, one context's TTFA p50, and each Poisson rate's TTFA p95."""
+    out = {}
+    for row in rows:
+        tag = text_tag(row)
+        if row["mode"] == "rate":
+            if row["completed"]:
+                out[f"poisson{row['value']:g}_{tag}_ttfa_p95_ms"] = round(row["ttfa_p95_ms"])
+            out[f"poisson{row['value']:g}_{tag}_fully_viable"] = round(row["fully_viable"], 3)
+            continue
+        out.setdefault(f"{tag}_contexts_99", 0)
+        if row["value"] == 1 and row["completed"]:
+            out[f"ws_{'' if tag == 'whole' else tag + '_'}ttfa_p50_ms"] = round(row["ttfa_p50_ms"])
+        if row["fully_viable"] >= 0.99 and row["value"] >= out[f"{tag}_contexts_99"]:
+            out[f"{tag}_contexts_99"] = row["value"]
+            out[f"{tag}_ttfa_p90_ms"] = round(row["ttfa_p90_ms"])
+            if "word_lead_p1_s" in row:
+                out[f"{tag}_word_lead_p1_s"] = round(row["word_lead_p1_s"], 2)
+    saturated = [row["name"] for row in rows if row["client_saturated"]]
+    if saturated:
+        out["client_saturated"] = ",".join(saturated)
+    return out
+
+
+def summary_line(label: str, values: dict) -> str:
+    return f"{label} gateway: " + " ".join(f"{k}={v}" for k, v in values.items())
+
+
+def context_rows(level: str, results: list[dict]) -> list[dict]:
+    """One row per context of the window: how it ended and, when it completed, its metrics."""
+    rows = []
+    for record, code, _ in (c for r in results for c in r["contexts"]):
+        rows.append(dict(level=level, chars=record.chars, end=code or "done"))
+        if code is None:
+            rows[-1].update(ttfa_ms=1000 * record.ttfa, rtf=record.rtf, audio_s=record.audio_s,
+                            fully_viable=record.viable, viable_share=record.viable_share,
+                            underrun_s=record.underrun_s(), word_lead_min_s=min(record.word_leads(), default=None))
+    return rows

@@ -1,0 +1,150 @@
+"""One load-bench WebSocket: contexts multiplexed on it, each speaking one text (whole or streamed), recorded."""
+import asyncio
+import itertools
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import websockets
+
+from bench.metrics import StreamRecord
+from gateway import protocol as p
+
+CONNECT_TRIES = 20           # a socket refused with a retryable error (busy, not_ready) is tried again, 0.5 s apart
+
+
+@dataclass
+class Speech:
+    """How every context speaks: its first `text` message's settings, and the text whole or in timed pieces."""
+    options: dict
+    stream_chars: int = 0    # 0: the whole text in one message
+    stream_ms: float = 15.0
+    idle_timeout: float = 60.0
+
+
+@dataclass
+class Tally:
+    """One client process's steady-state window (perf_counter), the audio that arrived inside it, and the errors
+    about no context (a message the server refused, or a socket it refused or closed)."""
+    start: float = float("inf")
+    end: float = float("inf")
+    audio_s: float = 0.0
+    stray_errors: Counter = field(default_factory=Counter)
+
+
+class Context:
+    def __init__(self, cid: str, rate: int, chars: int):
+        self.id, self.record = cid, StreamRecord(0.0, chars=chars, rate=rate)    # submitted: at its first text
+        self.code: str | None = None                     # how it ended: None (done) or an error code
+        self.alignment_unavailable = False
+        self.next_offset, self.last_message = 0, time.perf_counter()
+        self.ended = asyncio.get_running_loop().create_future()
+
+    def finish(self, code: str | None) -> None:
+        if not self.ended.done():
+            self.code = code
+            self.ended.set_result(None)
+
+    async def wait(self, idle_timeout: float) -> None:
+        while not self.ended.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self.ended), idle_timeout)
+            except TimeoutError:
+                if time.perf_counter() - self.last_message > idle_timeout:
+                    self.finish("client_timeout")
+
+
+class LoadSocket:
+    def __init__(self, ws, ready: p.Ready, tally: Tally):
+        self.ws, self.tally, self.max_contexts = ws, tally, ready.max_contexts
+        self.rate, self.bytes_per_sample = ready.sample_rate, 2 if ready.encoding == "pcm_s16le" else 1
+        self.contexts: dict[str, Context] = {}
+        self.ids = itertools.count()
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, url: str, headers: dict, compression: str | None, tally: Tally) -> "LoadSocket":
+        for _ in range(CONNECT_TRIES):
+            ws = await websockets.connect(url, additional_headers=headers, compression=compression, proxy=None,
+                                          max_size=None, ping_interval=None, open_timeout=60, close_timeout=2)
+            ready = p.parse_server(await ws.recv())
+            if isinstance(ready, p.Ready):
+                return cls(ws, ready, tally)
+            await ws.close()
+            if not ready.retryable:
+                raise RuntimeError(f"the server refused a socket: {ready.code}: {ready.message}")
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"the server refused a socket {CONNECT_TRIES} times: {ready.code}")
+
+    def open_context(self, chars: int) -> Context:
+        """A new context on this socket, counted at once in its open contexts."""
+        ctx = Context(f"c{next(self.ids)}", self.rate, chars)
+        self.contexts[ctx.id] = ctx
+        return ctx
+
+    async def speak(self, ctx: Context, text: str, speech: Speech) -> Context:
+        """Sends `text` whole, or in pieces of `stream_chars` every `stream_ms` as an LLM streams it, then `end`;
+        returns once the context has ended."""
+        n = speech.stream_chars or len(text)
+        pieces = [text[i:i + n] for i in range(0, len(text), n)]
+        try:
+            ctx.record.submitted = start = time.perf_counter()
+            for i, piece in enumerate(pieces):
+                if i:
+                    await asyncio.sleep(start + i * speech.stream_ms / 1000 - time.perf_counter())
+                if ctx.ended.done():                     # refused or failed: the rest would only get errors
+                    break
+                text_message = p.Text(ctx.id, piece, **speech.options) if i == 0 else p.Text(ctx.id, piece)
+                await self.ws.send(p.encode(text_message))
+            if not ctx.ended.done():
+                await self.ws.send(p.encode(p.End(ctx.id)))
+            await ctx.wait(speech.idle_timeout)
+            if ctx.code == "client_timeout":
+                await self.ws.send(p.encode(p.Cancel(ctx.id)))
+        except websockets.ConnectionClosed:
+            ctx.finish("socket_closed")
+        finally:
+            self.contexts.pop(ctx.id, None)
+        return ctx
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                now = time.perf_counter()
+                msg = p.unpack_audio(frame) if isinstance(frame, bytes) else p.parse_server(frame)
+                ctx = self.contexts.get(getattr(msg, "context_id", None))
+                if isinstance(msg, p.Error) and msg.context_id is None:
+                    self.tally.stray_errors[msg.code] += 1
+                elif ctx is not None and not ctx.ended.done():
+                    self._on_message(ctx, msg, now)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            for ctx in list(self.contexts.values()):
+                ctx.finish("socket_closed")
+
+    def _on_message(self, ctx: Context, msg: p.ServerMessage, now: float) -> None:
+        ctx.last_message = now
+        if isinstance(msg, p.Audio):
+            samples = len(msg.data) // self.bytes_per_sample
+            if msg.sample_offset != ctx.next_offset & 0xFFFFFFFF:
+                return ctx.finish("sample_gap")          # the stream lost or repeated audio: a server bug
+            ctx.next_offset += samples
+            ctx.record.arrivals.append(now)
+            ctx.record.samples.append(samples)
+            if self.tally.start <= now < self.tally.end:
+                self.tally.audio_s += samples / self.rate
+        elif isinstance(msg, p.Words):
+            ctx.record.words.extend((now, end) for end in msg.end)
+        elif isinstance(msg, p.Error) and msg.code == p.ALIGNMENT_UNAVAILABLE:
+            ctx.alignment_unavailable = True
+        elif isinstance(msg, p.Error):
+            ctx.finish(msg.code)
+        elif isinstance(msg, p.Done):
+            ctx.finish(None if ctx.record.arrivals else "no_audio")
+        elif isinstance(msg, p.Cancelled):
+            ctx.finish("cancelled")
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self.reader

@@ -1,0 +1,54 @@
+"""The gateway load bench against the real `serve` on the tiny dummy engine, a few seconds per mode: every field is
+there, contexts complete and nothing but `busy` fails. No timing is asserted."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.load_server import ServeProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVE = "--dummy tiny --device cpu --max-frames 8"
+SHORT = ["--duration", "3", "--warmup", "1", "--ramp", "0.5", "--clients", "1"]
+LEVEL_FIELDS = {"name", "mode", "value", "text", "word_timestamps", "contexts_per_socket", "contexts", "completed", "busy",
+                "errors", "alignment_unavailable", "fully_viable", "viability", "viable_share_mean", "ttfa_p50_ms",
+                "ttfa_p90_ms", "ttfa_p95_ms", "ttfa_p99_ms", "rtf_p50", "rtf_p90", "underrun_s_mean",
+                "audio_s_per_s", "sockets", "client_cpu_max", "client_lag_p99_ms_max", "client_lag_max_ms",
+                "client_saturated", "clients"}
+
+
+def load_bench(out: Path, *args: str) -> dict:
+    subprocess.run([sys.executable, "bench/load_bench.py", *args, *SHORT, "--out", str(out)], cwd=ROOT, check=True,
+                   timeout=120)
+    report = json.loads((out / "load_bench.json").read_text())
+    for row in report["levels"]:
+        assert LEVEL_FIELDS <= row.keys()
+        assert row["completed"] > 0 and row["errors"] == {}, row
+        assert {"cpu", "lag_p50_ms", "lag_p99_ms", "lag_max_ms", "saturated"} <= row["clients"][0].keys()
+    contexts = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    assert len(contexts) == sum(row["contexts"] for row in report["levels"])
+    return report
+
+
+def test_closed_loop_streamed_text_two_contexts_per_socket(tmp_path):
+    report = load_bench(tmp_path, "--serve", SERVE, "--concurrency", "4", "--contexts-per-socket", "2",
+                        "--text", "streamed", "--stream-chars", "4", "--stream-ms", "15")
+    [row] = report["levels"]
+    assert (row["mode"], row["value"], row["text"], row["sockets"]) == ("concurrency", 4, "streamed", 2)
+    assert "streamed_contexts_99" in report["summary"]
+    assert report["server"]["model"] == "dummy:tiny"
+    assert "ready" in (tmp_path / "serve.log").read_text()
+
+
+def test_poisson_whole_text_with_word_timestamps(tmp_path):
+    server = ServeProcess(SERVE + " --dummy-aligner tiny", tmp_path / "own-serve.log")
+    try:
+        server.wait_ready(120)
+        report = load_bench(tmp_path, "--url", server.url.replace("http", "ws", 1), "--rate", "4", "--text", "whole",
+                            "--word-timestamps", "on")
+    finally:
+        assert server.stop() == 0
+    [row] = report["levels"]
+    assert (row["mode"], row["value"], row["text"], row["word_timestamps"]) == ("rate", 4, "whole", True)
+    assert row["words"] > 0 and {"word_lead_p50_s", "word_lead_p1_s", "word_lead_min_s"} <= row.keys()
+    assert {"poisson4_words_whole_ttfa_p95_ms", "poisson4_words_whole_fully_viable"} <= report["summary"].keys()
