@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Wheels for the GPU machine (Python 3.12, no network there) into `.whl/` (git-ignored), carried with the device run
+# Wheels for the GPU machine (Python 3.12, no network there) into `.whl/` (git-ignored), carried with the device run;
+# py-spy samples the serve processes there
 # (`carry: [".whl"]`): the gateway's (for ws_bench.py) and the official qwen-tts's (for --official). On the machine:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:bench/stubs
 # transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
@@ -16,5 +17,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2 \
     requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8 \
     starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1 \
-    httpx==0.28.1 httpcore==1.0.9 pyzmq==27.3.0
+    httpx==0.28.1 httpcore==1.0.9 pyzmq==27.3.0 uvloop==0.23.0 py-spy==0.4.3
 du -sh .whl
