@@ -72,6 +72,8 @@ def _serve_parser(sub) -> None:
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY",
                    default=[k for k in os.environ.get("QWEN_TTS_GATEWAY_API_KEYS", "").split(",") if k],
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
+    p.add_argument("--workers", type=int, help="front-end processes sharing the port and the engine core "
+                                               "(default: a quarter of the CPU cores, 1 to 4)")
     p.add_argument("--max-sockets", type=int, default=1024, help="open WebSockets; beyond it new ones close with 1013")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int,
@@ -104,6 +106,7 @@ def serve(args) -> int:
     import logging
 
     from .core import EngineClient, EngineSpec
+    from .frontends import listening_socket, share, start_frontends
     from .server import GatewayServer, create_app, uvicorn_config
     from .service import Gateway, GatewayConfig
 
@@ -118,10 +121,14 @@ def serve(args) -> int:
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
                       aligner=args.aligner, dummy_aligner=args.dummy_aligner)
+    workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
+    config = share(config, workers)
     gateway = Gateway(config, EngineClient.spawn(spec, args.log_level))
+    gateway.frontends = start_frontends(workers - 1, config, gateway.engine.address, args.host, args.port,
+                                        args.log_level)
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))
     try:
-        server.run()
+        server.run(sockets=[listening_socket(args.host, args.port)])
     except KeyboardInterrupt:               # uvicorn re-raises the captured SIGINT once it has shut down gracefully
         pass
     return 0 if gateway.status != "failed" else 1

@@ -13,6 +13,13 @@ class Histogram:
         self.counts: dict[str, list[int]] = {}
         self.sums: Counter = Counter()
 
+    def merge(self, state: tuple) -> None:
+        """Adds another process's (counts, sums)."""
+        for label, counts in state[0].items():
+            mine = self.counts.setdefault(label, [0] * (len(self.buckets) + 1))
+            self.counts[label] = [a + b for a, b in zip(mine, counts)]
+        self.sums.update(state[1])
+
     def observe(self, value: float, label: str) -> None:
         counts = self.counts.setdefault(label, [0] * (len(self.buckets) + 1))
         counts[next((i for i, b in enumerate(self.buckets) if value <= b), len(self.buckets))] += 1
@@ -58,6 +65,23 @@ class Metrics:
     @property
     def frames(self) -> int:
         return self.audio_samples // SAMPLES_PER_FRAME
+
+    def snapshot(self, **gauges) -> dict:
+        """This front end's counters (and `gauges` to sum), for the others to add to theirs."""
+        return dict(ttfa=(self.ttfa.counts, dict(self.ttfa.sums)), rtf=(self.rtf.counts, dict(self.rtf.sums)),
+                    requests=dict(self.requests), errors=dict(self.errors), audio_samples=self.audio_samples, **gauges)
+
+    def merged(self, others: list[dict]) -> "Metrics":
+        """The counters of every front end: this one's and the `others`' snapshots."""
+        total = Metrics()
+        total.frame_rate = self.frame_rate
+        for snap in [self.snapshot()] + others:
+            total.ttfa.merge(snap["ttfa"])
+            total.rtf.merge(snap["rtf"])
+            total.requests.update(snap["requests"])
+            total.errors.update(snap["errors"])
+            total.audio_samples += snap["audio_samples"]
+        return total
 
     def render(self, gauges: dict[str, tuple[str, float]]) -> str:
         window = f"over the last {self.frame_rate.window:.0f} s of scrapes"

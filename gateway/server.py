@@ -64,11 +64,11 @@ async def health(request: Request) -> JSONResponse:
 
 async def metrics(request: Request) -> PlainTextResponse:
     gateway: Gateway = request.app.state.gateway
-    stats = gateway.engine.stats
+    stats, others = gateway.engine.stats, gateway.engine.other_reports()
     gauges = {
         "tts_ready": ("1 once the engine is loaded and warmed up", float(gateway.ready)),
-        "tts_sockets": ("open WebSocket sessions", len(gateway.sessions)),
-        "tts_active_contexts": ("open WebSocket contexts", gateway.open_contexts),
+        "tts_sockets": ("open WebSocket sessions", len(gateway.sessions) + sum(r["sockets"] for r in others)),
+        "tts_active_contexts": ("open WebSocket contexts", gateway.open_contexts + sum(r["contexts"] for r in others)),
         "tts_generating_requests": ("engine requests admitted (limit: tts_max_active)", stats.get("active", 0)),
         "tts_max_active": ("admission limit (--max-active)", stats.get("max_active", 0)),
         "tts_refused_requests": ("requests refused with busy, cumulative", stats.get("refused", 0)),
@@ -86,7 +86,7 @@ async def metrics(request: Request) -> PlainTextResponse:
                       tts_aligner_busy_seconds=("time spent aligning, cumulative", stats.get("aligner_busy_s", 0.0)),
                       tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
                                                  stats.get("aligner_audio_s", 0.0)))
-    return PlainTextResponse(gateway.metrics.render(gauges), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(gateway.metrics.merged(others).render(gauges), media_type="text/plain; version=0.0.4")
 
 
 def create_app(gateway: Gateway) -> Starlette:
@@ -118,7 +118,11 @@ class GatewayServer(uvicorn.Server):
     async def shutdown(self, sockets=None) -> None:
         for server in self.servers:
             server.close()
+        for frontend in self.gateway.frontends:        # they drain beside this one, then the core stops
+            frontend.terminate()
         await self.gateway.drain()
+        for frontend in self.gateway.frontends:
+            await asyncio.to_thread(frontend.join, self.gateway.config.shutdown_grace + 5)
         await super().shutdown(sockets)
 
 

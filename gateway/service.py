@@ -33,6 +33,8 @@ class Gateway:
         self.metrics = Metrics()
         self.sessions: set = set()
         self.open_contexts = 0
+        self.reporter: asyncio.Task | None = None
+        self.frontends: list = []            # serve's other front-end processes (frontends.py), stopped with this one
 
     @property
     def ready(self) -> bool:
@@ -54,9 +56,16 @@ class Gateway:
             await self.engine.start()
             log.info("engine core ready in %.1fs: %s", time.perf_counter() - t0, self.engine.info["model"])
             self.status = "ready"
+            self.reporter = asyncio.create_task(self._report())
         except Exception:
             self.status = "failed"
             log.exception("engine start failed")
+
+    async def _report(self) -> None:
+        """This front end's metrics to the core once a second: every front end's /metrics shows the sum."""
+        while True:
+            self.engine.send(("report", self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts)))
+            await asyncio.sleep(1.0)
 
     def _failed(self, reason: str) -> None:
         """The engine core died: its requests fail (`internal`), /health answers 503, and the server exits."""
@@ -88,4 +97,6 @@ class Gateway:
             await session.shutdown("server shutting down")
 
     async def close(self) -> None:
+        if self.reporter is not None:
+            self.reporter.cancel()
         await self.engine.close()

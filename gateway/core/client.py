@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import tempfile
 import threading
+import uuid
 from concurrent.futures import Future
 
 import zmq
@@ -22,6 +23,7 @@ from . import wire
 from .worker import EngineWorker, run_engine_process
 
 log = logging.getLogger("qwen_tts_gateway")
+SILENCE_S = 10.0           # the core sends stats every 0.1 s: this long without a word, it is gone
 
 
 class VoiceNames:
@@ -49,7 +51,8 @@ class RemoteAligner:
 
 class EngineClient:
     def __init__(self, start_worker, address: str):
-        """start_worker() starts the core serving on `address`; returns a Process (watched for its exit) or None."""
+        """start_worker() starts the core serving on `address`; returns its Process (watched for its exit), its
+        Thread, or None (a core that another front end started)."""
         self.start_worker, self.address = start_worker, address
         self.requests: dict[int, RequestHandle] = {}
         self.calls: dict[int, asyncio.Future | Future] = {}
@@ -59,6 +62,7 @@ class EngineClient:
         self.info = self.validator = self.worker = self.on_failure = None
         self.aligner: RemoteAligner | None = None
         self.failure: str | None = None
+        self.identity = uuid.uuid4().bytes
 
     @classmethod
     def spawn(cls, spec, log_level: str = "info") -> "EngineClient":
@@ -80,6 +84,11 @@ class EngineClient:
             return thread
         return cls(start, address)
 
+    @classmethod
+    def connect(cls, address: str) -> "EngineClient":
+        """A core another front end of this server started."""
+        return cls(lambda: None, address)
+
     @property
     def process(self):
         return self.worker if isinstance(self.worker, multiprocessing.process.BaseProcess) else None
@@ -90,12 +99,13 @@ class EngineClient:
         self.ready = loop.create_future()
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.IDENTITY, self.identity)
         for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
             self.sock.setsockopt(option, 0)
         self.sock.connect(self.address)
         self.worker = await asyncio.to_thread(self.start_worker)
         if self.process is not None:
-            loop.add_reader(self.process.sentinel, self._died)
+            loop.add_reader(self.process.sentinel, self._exited)
         self.reader = asyncio.create_task(self._read())
         self.send(("hello",))
         await self.ready
@@ -147,12 +157,19 @@ class EngineClient:
         self.send((kind, key, *args))
         return future
 
+    def other_reports(self) -> list[dict]:
+        """The metrics the other front ends of this server last reported."""
+        return [r for peer, r in self.stats.get("frontends", {}).items() if peer != self.identity.hex()]
+
     async def _read(self) -> None:
         while True:
             try:
-                self._dispatch(wire.loads(await self.sock.recv()))
+                data = await asyncio.wait_for(self.sock.recv(), SILENCE_S if self.ready.done() else None)
+                self._dispatch(wire.loads(data))
             except asyncio.CancelledError:
                 raise
+            except asyncio.TimeoutError:
+                return self._fail(f"the engine core sent nothing for {SILENCE_S:g} s")
             except Exception:
                 log.exception("a message from the engine core could not be read")
 
@@ -185,12 +202,17 @@ class EngineClient:
         if not self.ready.done():
             self.ready.set_result(None)
 
-    def _died(self) -> None:
-        """The core's process ended: every request and call fails, and so does whatever waits for it."""
+    def _exited(self) -> None:
         asyncio.get_running_loop().remove_reader(self.process.sentinel)
         self.process.join(1)
-        self.failure = f"the engine process exited (code {self.process.exitcode})"
-        error = RuntimeError(self.failure)
+        self._fail(f"the engine process exited (code {self.process.exitcode})")
+
+    def _fail(self, reason: str) -> None:
+        """The core is gone: every request and call fails, and so does whatever waits for it."""
+        if self.failure:
+            return
+        self.failure = reason
+        error = RuntimeError(reason)
         for handle in self.requests.values():
             handle._queue.put_nowait(error)
         for future in self.calls.values():
@@ -208,7 +230,7 @@ class EngineClient:
             return
         if self.process is not None:
             asyncio.get_running_loop().remove_reader(self.process.sentinel)
-        if self.failure is None:
+        if self.failure is None and self.worker is not None:       # a core of our own
             self.send(("shutdown",))
             await asyncio.sleep(0)
         if self.worker is not None:

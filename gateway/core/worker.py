@@ -32,6 +32,7 @@ class EngineWorker:
         self.signalled = False
         self.requests: dict = {}              # (peer, rid) -> the engine's RequestHandle
         self.peers: set[bytes] = set()
+        self.reports: dict[str, dict] = {}    # each front end's metrics, for every front end's /metrics
         self.running = True
 
     def serve(self, parent_pid: int | None = None) -> None:
@@ -89,6 +90,8 @@ class EngineWorker:
             if kind == "hello":
                 self.peers.add(peer)
                 self.put(peer, ("ready", self.description()))
+            elif kind == "report":
+                self.reports[peer.hex()] = args[0]
             elif kind == "add":
                 rid, request = args
                 self.requests[(peer, rid)] = self.engine.submit(request, sink=partial(self._deliver, peer, rid))
@@ -130,7 +133,7 @@ class EngineWorker:
         return dict(info=e.info, cfg=e.model.cfg, max_text_chars=e.validator.max_text_chars, aligner=bool(self.aligner))
 
     def stats(self) -> dict:
-        stats = dict(self.engine.stats(), voices=self.engine.voices.names())
+        stats = dict(self.engine.stats(), voices=self.engine.voices.names(), frontends=self.reports)
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.jobs.qsize(), aligner_busy_s=self.aligner.stats["busy_seconds"],
                          aligner_audio_s=self.aligner.stats["audio_seconds"])

@@ -1,0 +1,45 @@
+"""More front ends beside serve's own: processes with an event loop each, listening on the same port (SO_REUSEPORT:
+the kernel spreads new connections over them), each a client of the one engine core. A thousand sockets streaming
+LLM tokens send tens of thousands of messages a second, more than one interpreter can parse."""
+import dataclasses
+import logging
+import math
+import multiprocessing
+import os
+import socket
+
+from .core import EngineClient
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def share(config, workers: int):
+    """One front end's part of the server's limits."""
+    return dataclasses.replace(config, max_sockets=math.ceil(config.max_sockets / workers))
+
+
+def start_frontends(n: int, config, address: str, host: str, port: int, log_level: str) -> list:
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=run_frontend, args=(config, address, host, port, log_level), name=f"frontend-{i}")
+             for i in range(1, n + 1)]
+    for proc in procs:
+        proc.start()
+    return procs
+
+
+def run_frontend(config, address: str, host: str, port: int, log_level: str) -> None:
+    """A front end's process: stopped by serve (SIGTERM), never by the terminal's Ctrl-C, so that it drains in order."""
+    from .server import GatewayServer, create_app, uvicorn_config
+    from .service import Gateway
+
+    os.setsid()
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s frontend: %(message)s")
+    gateway = Gateway(config, EngineClient.connect(address))
+    server = GatewayServer(gateway, uvicorn_config(create_app(gateway), host, port, gateway, log_level))
+    server.run(sockets=[listening_socket(host, port)])
