@@ -74,7 +74,7 @@ def _serve_parser(sub) -> None:
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
     p.add_argument("--workers", type=int, help="front-end processes sharing the port and the engine core "
                                                "(default: a quarter of the CPU cores, 1 to 4)")
-    p.add_argument("--max-sockets", type=int, default=1024, help="open WebSockets; beyond it new ones close with 1013")
+    p.add_argument("--max-sockets", type=int, default=4096, help="open WebSockets; beyond it new ones close with 1013")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int,
                    help="streams generating at once (the engine's batch size); beyond it new ones get `busy` "

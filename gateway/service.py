@@ -15,7 +15,7 @@ log = logging.getLogger("qwen_tts_gateway")
 @dataclass
 class GatewayConfig:
     api_keys: tuple[str, ...] = ()
-    max_sockets: int = 1024
+    max_sockets: int = 4096
     max_contexts_per_socket: int = 16
     context_timeout: float = 20.0
     max_message_bytes: int = 65536

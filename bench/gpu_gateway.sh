@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One server, several load_bench runs against it, and a py-spy profile of serve's processes during one of them.
+#   bash bench/gpu_gateway.sh NAME "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
+# Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, profile-*.txt); PROFILE_RUN=K
+# samples run K (default 1) for PROFILE_S seconds (default 20) after PROFILE_AFTER seconds (default 25).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+name=$1 serve=$2
+shift 2
+out=${OUT:-bench/results}/$name
+mkdir -p "$out"
+python3 -m gateway.cli serve $serve --port 8000 > "$out/serve.log" 2>&1 &
+pid=$!
+until curl -sf localhost:8000/health > /dev/null; do
+    kill -0 $pid 2> /dev/null || { tail -30 "$out/serve.log"; exit 1; }
+    sleep 2
+done
+echo "serve ready after ${SECONDS}s"
+run=0
+for load in "$@"; do
+    run=$((run + 1))
+    python3 bench/load_bench.py --url ws://127.0.0.1:8000 $load --out "$out/run$run" &
+    bench=$!
+    if [ "$run" = "${PROFILE_RUN:-1}" ] && command -v py-spy > /dev/null; then
+        sleep "${PROFILE_AFTER:-25}"
+        for p in $pid $(pgrep -P $pid); do        # the front ends and the engine core (its child)
+            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r 100 --format raw --threads -o "$out/profile-$p.txt" \
+                > /dev/null 2>&1 &
+        done
+    fi
+    wait $bench
+done
+kill -INT $pid
+wait $pid
+echo "done after ${SECONDS}s"
