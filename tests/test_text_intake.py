@@ -56,14 +56,13 @@ class CountingTokenizer:
     """The engine's `tokenizers.Tokenizer`, counting the characters it is given."""
 
     def __init__(self, tok):
-        self.tok, self.chars = tok, 0
+        self.tok, self.chars, self.calls = tok, 0, 0
 
     def encode(self, text, **kwargs):
-        self.chars += len(text)
-        return self.tok.encode(text, **kwargs)
+        return self.encode_batch([text], **kwargs)[0]
 
     def encode_batch(self, texts, **kwargs):
-        self.chars += sum(map(len, texts))
+        self.chars, self.calls = self.chars + sum(map(len, texts)), self.calls + 1
         return self.tok.encode_batch(texts, **kwargs)
 
 
@@ -86,7 +85,19 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     assert seq.role_ids + seq.feed == TOKENIZER.encode(ROLE + text)
     first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
     assert len(work) == 1250 and last <= first + 4, (first, last)
-    assert max(work) <= 4 * len(sentence)         # never more than the unsettled tail and the new piece
+    assert max(work) <= 32                        # the word being written and the new piece
+
+
+def test_appends_queued_together_are_tokenized_once_after_the_inbox():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2)
+    counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
+    streamed = engine.submit(SynthesisRequest(text="", text_complete=False))
+    for piece in ["One, ", "two, ", "three. ", "Four"]:
+        streamed.append_text(piece)
+    whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
+    engine._drain(0.0)
+    assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
+    assert [engine.seqs[h.id].num_text_ids > 0 for h in (streamed, whole)] == [True, True]
 
 
 def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
