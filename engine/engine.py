@@ -196,6 +196,7 @@ class Engine:
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
+        self.loop.settle_text()               # the text appended meanwhile, tokenized once per stream
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]
 

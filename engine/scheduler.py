@@ -28,7 +28,7 @@ class Scheduler:
 
     def admitting(self) -> bool:
         """A waiting sequence can join now (it has text and a slot is free)."""
-        return bool(self.free_slots) and any(s.text_ids or s.closed for s in self.waiting)
+        return bool(self.free_slots) and any(s.num_text_ids or s.closed for s in self.waiting)
 
     def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still

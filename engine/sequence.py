@@ -4,6 +4,8 @@ from enum import Enum, auto
 from .prompt import Voice
 from .request import SynthesisRequest
 
+ROLE = "<|im_start|>assistant\n"        # the talker's text starts with this role prefix: 3 ids
+
 
 class Status(Enum):
     WAITING = auto()    # not prefilled yet (maybe waiting for text)
@@ -18,10 +20,12 @@ class Sequence:
         self.voice: Voice | None = None
         self.language_id: int | None = None
         self.instruct_ids: list[int] | None = None
-        self.text = request.text
         self.closed = request.text_complete
+        self.unsettled = [ROLE, request.text]     # text whose ids may still change, in the pieces it came in
+        self.settled = 0                      # ids of ROLE + text that no later text can change
         self.role_ids: list[int] = []
-        self.text_ids: list[int] = []         # committed target-text ids
+        self.feed: list[int] = []             # ids fed one per frame: an ICL reference transcript's, then the text's
+        self.text_start = 0                   # where the text's settled ids begin in feed
         self.fed = 0                          # next index into feed
         self.eos_fed = False
         self.slot = -1
@@ -40,23 +44,21 @@ class Sequence:
         self.finish_reason: str | None = None
 
     @property
-    def feed(self) -> list[int]:
-        ref = self.voice.ref_text_ids if self.voice and self.voice.ref_codes is not None else None
-        return (ref or []) + self.text_ids
+    def num_text_ids(self) -> int:
+        return len(self.feed) - self.text_start
 
     @property
     def max_frames(self) -> int:
         if self.request.max_frames is not None:
             return self.request.max_frames
         # runaway guard: about twice a slow speaking rate per text token, plus slack
-        return 40 + 8 * len(self.text_ids) if self.closed else 1 << 30
+        return 40 + 8 * self.num_text_ids if self.closed else 1 << 30
 
     def next_text_id(self, pad: int, eos: int) -> int | None:
         """The text id for the next talker step, or None while it has not arrived. Advances the feed."""
-        feed = self.feed
-        if self.fed < len(feed):
+        if self.fed < len(self.feed):
             self.fed += 1
-            return feed[self.fed - 1]
+            return self.feed[self.fed - 1]
         if not self.closed:
             return None
         if not self.eos_fed:

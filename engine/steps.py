@@ -13,9 +13,8 @@ from .audio_out import SAMPLES_PER_FRAME, AudioOut
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
 from .sequence import Sequence, Status
+from .text_intake import TextIntake
 from .transfer import HostCopy
-
-ROLE = "<|im_start|>assistant\n"
 
 
 class KVCacheFull(RuntimeError):
@@ -27,6 +26,7 @@ class StepLoop:
         self.model, self.runner, self.scheduler = model, runner, scheduler
         self.cfg, self.tokenizer = model.cfg, model.tokenizer
         self.builder = PromptBuilder(model.cfg, model.tts.talker)
+        self.intake = TextIntake(model.tokenizer)
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
         self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
@@ -74,20 +74,18 @@ class StepLoop:
         seq.language_id = self.builder.language_id((r.language or "auto").lower(), speaker)
         if r.instruct:
             seq.instruct_ids = self.tokenizer.encode(f"<|im_start|>user\n{r.instruct}<|im_end|>\n")
-        self._commit_text(seq)
+        if seq.voice.ref_codes is not None:
+            seq.feed = list(seq.voice.ref_text_ids or [])
+            seq.text_start = len(seq.feed)
+        self.intake.add(seq)                  # its text is tokenized with the other streams' after the inbox
 
     def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
-        seq.text += text
-        seq.closed = seq.closed or closed
-        self._commit_text(seq)
-        if seq.closed and not seq.text_ids:
-            self.end(seq, "error", EngineInputError("empty_text", "the request's text ended up empty"))
+        """O(len(text)): tokenized by settle_text() once the inbox is drained."""
+        self.intake.add(seq, text, closed)
 
-    def _commit_text(self, seq: Sequence) -> None:
-        full = ROLE + seq.text
-        ids = self.tokenizer.encode(full)
-        final = self.tokenizer.final_count(full, seq.closed)
-        seq.role_ids, seq.text_ids = ids[:3], ids[3:max(final, 3)]
+    def settle_text(self) -> None:
+        for seq, error in self.intake.settle():
+            self.end(seq, "error", error)
 
     def end(self, seq: Sequence, reason: str, error: Exception | None = None) -> None:
         """Stop a stream now (cancel, error): frees everything it holds; no more audio for it."""

@@ -1,0 +1,109 @@
+"""Text intake at O(new text): streamed text tokenized a tail at a time gives, at every step, the ids the whole
+text's tokenization commits; the engine's tokenizer work per append does not grow with the text."""
+from hypothesis import example, given, settings, strategies as st
+
+from test_text_tokenizer import ATOMS
+
+from engine import Engine, SynthesisRequest
+from engine.sequence import ROLE, Sequence
+from engine.text_intake import TextIntake
+from engine.text_tokenizer import TextTokenizer
+
+TOKENIZER = TextTokenizer.load()
+PIECES = ATOMS + ["<|im_", "start|>", "end|>", "|>", "tts_pad>", "<|im_start|>assistant\n", "   ", "\u0301\u0323",
+                  "e\u0301\u0301", "한", "\u1100\u1161", "你好", "，", "Ω\u0345", "\u212b", "\r\n \n"]
+TEXTS = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=24).map("".join)
+
+
+def whole_text_commit(text: str, closed: bool) -> tuple[list[int], list[int]]:
+    """What the engine committed before: the whole text tokenized at every append."""
+    full = ROLE + text
+    ids, final = TOKENIZER.encode(full), TOKENIZER.final_count(full, closed)
+    return ids[:3], ids[3:max(final, 3)]
+
+
+def pieces_of(text: str, cuts: list[int]) -> list[str]:
+    cuts = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+@settings(max_examples=300, deadline=None)
+@example([("中文Aa", [3])], [])        # "中文|A", then "中文Aa": one piece (the letter patterns backtrack over "A")
+@given(st.lists(st.tuples(TEXTS, st.lists(st.integers(0, 99), max_size=12)), min_size=1, max_size=4),
+       st.lists(st.booleans(), max_size=14))
+def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(streams, settles):
+    """Several streams settle in one batch; pieces settle one at a time or a few together, as they pile up per step."""
+    intake = TextIntake(TOKENIZER)
+    seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0) for i in range(len(streams))]
+    plans = [pieces_of(text, cuts) for text, cuts in streams]
+    sent = ["" for _ in seqs]
+    steps = max(map(len, plans)) + 1
+    for step in range(steps):
+        for i, (seq, pieces) in enumerate(zip(seqs, plans)):
+            if step < len(pieces):
+                intake.add(seq, pieces[step])
+                sent[i] += pieces[step]
+            elif step == len(pieces):
+                intake.add(seq, closed=True)
+        if step == steps - 1 or settles[step:step + 1] != [False]:
+            intake.settle()
+            for seq, text in zip(seqs, sent):
+                assert (seq.role_ids, seq.feed) == whole_text_commit(text, seq.closed), text
+    assert [seq.role_ids + seq.feed for seq in seqs] == [TOKENIZER.encode(ROLE + text) for text in sent]
+
+
+class CountingTokenizer:
+    """The engine's `tokenizers.Tokenizer`, counting the characters it is given."""
+
+    def __init__(self, tok):
+        self.tok, self.chars, self.calls = tok, 0, 0
+
+    def encode(self, text, **kwargs):
+        return self.encode_batch([text], **kwargs)[0]
+
+    def encode_batch(self, texts, **kwargs):
+        self.chars, self.calls = self.chars + sum(map(len, texts)), self.calls + 1
+        return self.tok.encode_batch(texts, **kwargs)
+
+
+def test_engine_text_work_per_append_does_not_grow_with_the_text():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1)      # not started: the test drains its inbox
+    counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
+    sentence = "Streamed text, four characters at a time: tokens arrive as an LLM writes them. "
+    text = (sentence * 70)[:5000]
+    handle = engine.submit(SynthesisRequest(text="", text_complete=False))
+    engine._drain(0.0)
+    work = []
+    for i in range(0, len(text), 4):
+        before = counting.chars
+        handle.append_text(text[i:i + 4])
+        engine._drain(0.0)
+        work.append(counting.chars - before)
+    handle.close_text()
+    engine._drain(0.0)
+    seq = engine.seqs[handle.id]
+    assert seq.role_ids + seq.feed == TOKENIZER.encode(ROLE + text)
+    first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
+    assert len(work) == 1250 and last <= first + 4, (first, last)
+    assert max(work) <= 32                        # the word being written and the new piece
+
+
+def test_appends_queued_together_are_tokenized_once_after_the_inbox():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2)
+    counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
+    streamed = engine.submit(SynthesisRequest(text="", text_complete=False))
+    for piece in ["One, ", "two, ", "three. ", "Four"]:
+        streamed.append_text(piece)
+    whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
+    engine._drain(0.0)
+    assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
+    assert [engine.seqs[h.id].num_text_ids > 0 for h in (streamed, whole)] == [True, True]
+
+
+def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
+    intake = TextIntake(TOKENIZER)
+    bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0) for i in range(2))
+    intake.add(bad, "Hi \ud800 there")                 # a lone surrogate: JSON can carry one
+    intake.add(good, "Hello there. ")
+    assert [(seq.id, error.code) for seq, error in intake.settle()] == [(bad.id, "invalid_request")]
+    assert (good.role_ids, good.feed) == whole_text_commit("Hello there. ", False)
