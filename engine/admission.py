@@ -15,10 +15,11 @@ class Admission:
     def reserve_tokens(self, seq) -> int:
         """The KV a stream is expected to fill: its prompt, and a frame (one token) for each frame it may speak."""
         r, voice = seq.request, seq.voice
-        prompt = 16 + len(seq.instruct_ids or ()) + len(seq.feed)
+        text_ids = max(seq.num_text_ids, len(r.text) // 3)        # before its tokenization: ~4 characters an id
+        prompt = 16 + len(seq.instruct_ids or ()) + seq.text_start + (text_ids if r.non_streaming_text else 0)
         if voice is not None and voice.ref_codes is not None:
             prompt += voice.ref_codes.shape[0]
-        frames = r.max_frames if r.max_frames is not None else seq.max_frames
+        frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
         tokens = prompt + min(frames, HORIZON_TOKENS) + 2
         return -(-tokens // self.block_size) * self.block_size
 

@@ -223,8 +223,8 @@ def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cac
 
     from engine.admission import Admission
     admission = Admission(3, kv_tokens=768, block_size=16, max_step_ms=64.0)
-    seq = lambda frames: SimpleNamespace(request=SynthesisRequest(max_frames=frames), voice=None, instruct_ids=None,
-                                         feed=[1, 2], max_frames=frames, reserved=0)
+    seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames), voice=None,
+                                         instruct_ids=None, num_text_ids=2, text_start=0, closed=True, reserved=0)
     a, b = seq(100), seq(100)
     admission.admit(a, active=0, step_ms=90.0)                 # an idle engine always admits
     admission.admit(b, active=1, step_ms=10.0)
