@@ -4,6 +4,7 @@ Callers (the async gateway, the CLI) talk to it only through an inbox of command
 handles that receive AudioChunks; they never touch tensors."""
 import gc
 import itertools
+import logging
 import queue
 import secrets
 import sys
@@ -13,8 +14,8 @@ import traceback
 
 import torch
 
-from .fused import enable_compile
 from .admission import Admission
+from .fused import enable_compile
 from .handle import RequestHandle
 from .memory import kv_blocks_for_memory
 from .model import LoadedModel, load_model
@@ -26,6 +27,8 @@ from .steps import StepLoop
 from .turns import TurnGate
 from .validate import Validator
 from .voices import VoiceCache
+
+log = logging.getLogger("qwen_tts_engine")
 
 
 class Engine:
@@ -48,7 +51,9 @@ class Engine:
         if by_memory:
             self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization))
         if self.runner.predict_stage.use_graphs:
+            reserved = torch.cuda.memory_reserved()
             self.runner.capture_all()
+            log.info("graphs captured: %.1f GiB", (torch.cuda.memory_reserved() - reserved) / (1 << 30))
         gc.collect()
         gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
         kv = self.runner.kv

@@ -7,7 +7,7 @@ import torch
 
 log = logging.getLogger("qwen_tts_engine")
 GIB = 1 << 30
-MARGIN = GIB // 2              # graphs' static buffers, cuDNN workspaces, fragmentation
+MARGIN = GIB                  # graphs' static buffers, cuDNN workspaces, fragmentation
 
 
 def block_bytes(runner) -> int:

@@ -83,10 +83,13 @@ class ModelRunner:
 
     @torch.inference_mode()
     def capture_all(self) -> None:
-        """Capture every stage for every batch bucket up front, so no stream pays for a capture."""
-        for stage, variant, like in self._stage_inputs():
-            for bucket in stage.buckets:
-                stage.capture(variant, bucket, like)
+        """Capture every stage for every batch bucket up front, so no stream pays for a capture. Largest first: a
+        smaller graph then fits in the memory a larger one freed in their shared pool (smallest first, each larger
+        one would grow the pool by nearly its whole size)."""
+        graphs = [(bucket, stage, variant, like) for stage, variant, like in self._stage_inputs()
+                  for bucket in stage.buckets]
+        for bucket, stage, variant, like in sorted(graphs, key=lambda g: -g[0]):
+            stage.capture(variant, bucket, like)
 
     @torch.inference_mode()
     def graph_bytes(self) -> int:
