@@ -16,6 +16,8 @@ from .sequence import Sequence, Status
 from .text_intake import TextIntake
 from .transfer import HostCopy
 
+FRAME_S = SAMPLES_PER_FRAME / 24000
+
 
 class KVCacheFull(RuntimeError):
     """A stream needed a KV block when none was free: it ends; the others go on."""
@@ -154,9 +156,10 @@ class StepLoop:
             if frames is not None:
                 self.audio.add(ready, kept, frames)
             self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
-            # A few steps of audio stay at the listener. In a burst of new streams (several joined, or more wait to
-            # join) the steps that follow can outlast a frame of audio: a first chunk then holds two.
-            self.audio.flush(max(0.3, 4 * self.step_s), first=2 if len(seqs) > 1 or sched.admitting() else 1)
+            # A few steps of audio stay at the listener. A first chunk must last until the next frame comes: past two
+            # steps (a step that also prefills joining streams is longer), or in a burst of new streams, it holds two.
+            first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > FRAME_S else 1
+            self.audio.flush(max(0.3, 4 * self.step_s), first)
 
     def drop_in_flight(self) -> None:
         """After a failed step: nothing of it is read."""
