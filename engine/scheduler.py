@@ -32,12 +32,14 @@ class Scheduler:
 
     def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still
-        generating (0 while a stream waits for its first chunk, or for a free slot); `listening`: only streams
-        whose listener has started."""
+        generating (0 while a stream waits for its first chunk, or for a free slot; one waiting for text counts while
+        its listener has audio: the text may come at any moment); `listening`: only streams whose listener has
+        started."""
         if not listening and self.admitting():
             return 0.0
-        return min((s.ahead_s(now) for s in self.running if s.finish_reason is None and s.text_ready() and
-                    (s.first_sent_at is not None or not listening)), default=float("inf"))
+        ahead = ((s, s.ahead_s(now)) for s in self.running if s.finish_reason is None and
+                 (s.first_sent_at is not None or not listening))
+        return min((a for s, a in ahead if s.text_ready() or a > 0), default=float("inf"))
 
     def add(self, seq: Sequence, step_ms: float) -> None:
         """Raises EngineInputError `busy` when the engine is at capacity (admission.py)."""

@@ -36,7 +36,8 @@ class StepLoop:
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
         self.audio = AudioOut(scheduler)
-        self.step_s = 0.0                      # moving average of a step's wall time
+        self.step_s = 0.0                      # moving average of a step's wall time, with the host's work between
+        self.ended = 0.0                       # steps (inbox, text, turns) when it follows at once: a frame's cadence
         self.profile = False                  # synchronize and time each stage (benchmarks only)
         self.reset_profile()
 
@@ -155,7 +156,9 @@ class StepLoop:
         with self._stage("host"):
             if frames is not None:
                 self.audio.add(ready, kept, frames)
-            self.step_s = 0.9 * self.step_s + 0.1 * (time.perf_counter() - started)
+            now = time.perf_counter()
+            between = started - self.ended if started - self.ended < 0.1 else 0.0     # not an idle wait
+            self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
             # A few steps of audio stay at the listener. A first chunk must last until the next frame comes: past two
             # steps (a step that also prefills joining streams is longer), or in a burst of new streams, it holds two.
             first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > FRAME_S else 1

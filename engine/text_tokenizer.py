@@ -74,27 +74,29 @@ class TextTokenizer:
         Matching a piece reads at most one character past it, to the end of a whitespace run, or to the end of
         a run of WORD_HEAD letters (the letter patterns backtrack over it: "中文A" is "中文|A", "中文Aa" one
         piece), so a settled character that is not whitespace fences off everything before its piece, and no
-        final piece ends inside a trailing WORD_HEAD run. NFC can only rewrite the last base character and the
-        marks after it, which always sit in a held piece."""
+        final piece ends inside a trailing WORD_HEAD run. A piece that a space or tab follows is final too: no
+        pattern takes it past one (only whitespace runs do, and punctuation takes line breaks). NFC can only
+        rewrite the last base character and the marks after it, which always sit in a held piece."""
         ids = enc.ids
         if closed:
             return ids, len(ids), len(text)
-        limit, run = self._settled_end(text)
+        limit, run, head = self._settled_end(text)
         words, count, cut = enc.word_ids, 0, 0
         # A piece ends where the next begins: `tokenizers` misplaces the end offset of an NFC-composed character.
         ends = [start for start, _ in enc.offsets[1:]] + [len(text)] * bool(ids)
         for i, end in enumerate(ends):
             if i + 1 < len(ids) and words[i + 1] == words[i]:
                 continue                        # not the last token of its piece
-            if not (end < limit and end <= run or end == limit and ids[i] in self._added_ids):
+            fenced = end < head and text[end] in " \t" and not text[end - 1].isspace()
+            if not (end < limit and end <= run or end == limit and ids[i] in self._added_ids or fenced):
                 break
             count, cut = i + 1, end
         return ids, count, cut
 
-    def _settled_end(self, text: str) -> tuple[int, int]:
-        """(end, run): end of the text that no appended text can change: before a possible start of an added
-        token (its match would end the text segment there), then before trailing whitespace; and where the
-        WORD_HEAD run that ends at that possible start begins."""
+    def _settled_end(self, text: str) -> tuple[int, int, int]:
+        """(end, run, head): end of the text that no appended text can change: before a possible start of an
+        added token (its match would end the text segment there: `head`), then before trailing whitespace; and
+        where the WORD_HEAD run that ends at that possible start begins."""
         head = self._added_head.search(text, max(0, len(text) - self._longest_added))
         while head and text[head.start():] not in self._added_prefixes:
             head = self._added_head.search(text, head.start() + 1)
@@ -102,6 +104,7 @@ class TextTokenizer:
         run = end
         while run and unicodedata.category(text[run - 1]) in WORD_HEAD:
             run -= 1
+        head = end
         while end and text[end - 1].isspace():     # str.isspace covers the regex's \s
             end -= 1
-        return end, run
+        return end, run, head

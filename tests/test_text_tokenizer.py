@@ -117,10 +117,11 @@ def test_incremental_random_splits_give_full_encoding(ours):
 
 def test_final_tokens_commit_early_and_hold_unsettled_tails(ours):
     assert ours.final_count("Hello world", False) == 1                 # " world" may grow
-    assert ours.final_count("Hello world ", False) == 1                # trailing spaces may join the next word
+    assert ours.final_count("Hello world ", False) == 2                # a space ends " world" (it may join the next)
+    assert ours.final_count("Hello world.\n", False) == 2              # "." may take line breaks
     assert ours.final_count("Hello world.", False) == 2                # "." may grow (".\n", "...")
     assert ours.final_count("Hello world. Next", False) == 3
-    assert ours.final_count("Hello <|im_", False) == 0                 # may become <|im_end|>, ending the segment
+    assert ours.final_count("Hello <|im_", False) == 1                 # "<|im_end|>" would end the segment after " "
     assert ours.final_count("Hello<|im_end|>", False) == 2
     assert ours.final_count("你好，世界", False) == len(ours.encode("你好"))   # "，世界" is one piece
     assert ours.final_count("Hello world", True) == len(ours.encode("Hello world"))
