@@ -13,13 +13,15 @@ from .talker import Talker
 from .transfer import upload
 
 
-@dataclass
+@dataclass(eq=False)
 class Voice:
-    """Resolved voice conditioning: a CustomVoice speaker id, or a Base clone's x-vector (+ ICL reference)."""
+    """Resolved voice conditioning: a CustomVoice speaker id, or a Base clone's x-vector (+ ICL reference).
+    Compared by identity: what is derived from a clone's reference is cached on it."""
     speaker_id: int | None = None
     xvector: torch.Tensor | None = None        # [H]
     ref_codes: torch.Tensor | None = None      # [T, 16] int64 (ICL)
     ref_text_ids: list[int] | None = None      # ICL transcript ids
+    codec_state: list | None = None            # the codec decoder's state after ref_codes (runner.start)
 
 
 @dataclass

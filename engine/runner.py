@@ -116,9 +116,21 @@ class ModelRunner:
         self.num_c0[slots] = 0
         self.frames[slots] = 0
         self.codec.reset(slots)
-        for s in seqs:
-            if s.voice.ref_codes is not None:
-                self.codec.prime(upload(s.voice.ref_codes, device=self.device)[None], self._tensor([s.slot]))
+        clones = [s for s in seqs if s.voice.ref_codes is not None]
+        if clones:
+            self._load_primed(clones)
+
+    def _load_primed(self, seqs) -> None:
+        """Clone streams start from their voice's codec state after its reference frames: primed once per voice (in
+        the scratch slot, kept by the Voice), then copied into the slots of all the streams that start now."""
+        voices = list({id(s.voice): s.voice for s in seqs}.values())
+        for v in voices:
+            if v.codec_state is None:
+                v.codec_state = self.codec.primed_state(upload(v.ref_codes, device=self.device),
+                                                        self._tensor([self.scratch]))
+        which = self._tensor([voices.index(s.voice) for s in seqs])
+        self.codec.load(self._tensor([s.slot for s in seqs]),
+                        [torch.cat(rows)[which] for rows in zip(*(v.codec_state for v in voices))])
 
     @staticmethod
     def param_row(p, seed: int) -> tuple:
