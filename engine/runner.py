@@ -187,21 +187,22 @@ class ModelRunner:
         The scheduler took their blocks when it chose them."""
         last, group, tokens = [], [], 0
         for s, p in zip(seqs, prompts):
-            if group and tokens + p.rows.shape[0] > PREFILL_BUCKETS[-1]:
+            if group and tokens + p.length > PREFILL_BUCKETS[-1]:
                 last.append(self._prefill_group(group))
                 group, tokens = [], 0
             group.append((s, p))
-            tokens += p.rows.shape[0]
+            tokens += p.length
         last.append(self._prefill_group(group))
         self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), torch.cat(last))
 
     def _prefill_group(self, group) -> torch.Tensor:
         seqs = [s for s, _ in group]
-        counts = [p.rows.shape[0] for _, p in group]
+        counts = [p.length for _, p in group]
         self.kv.sync_tables(seqs)
         stream_slots = [s.slot for s, n in zip(seqs, counts) for _ in range(n)]
         positions = [pos for s, n in zip(seqs, counts) for pos in range(s.num_tokens, s.num_tokens + n)]
-        h = self.prefill_stage(None, torch.cat([p.rows for _, p in group]), self._tensor(stream_slots),
+        h = self.prefill_stage(None, torch.cat([r for _, p in group for r in (p.prefix.rows, p.rows)]),
+                               self._tensor(stream_slots),
                                self._tensor(positions))
         for s, n in zip(seqs, counts):
             s.num_tokens += n

@@ -57,7 +57,7 @@ class Scheduler:
             prompt = build_prompt(seq)
             if prompt is None:
                 continue
-            n = prompt.rows.shape[0]
+            n = prompt.length
             if seqs and tokens + n > budget or not self.kv.can_grow(seq, n + 1):
                 break
             self.waiting.remove(seq)

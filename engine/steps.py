@@ -99,8 +99,8 @@ class StepLoop:
         """The prompt to prefill, or None while text is missing; a prompt that can never fit ends its stream."""
         prompt = self.builder.build(s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed,
                                     s.request.non_streaming_text)
-        if prompt is not None and prompt.rows.shape[0] > self.max_prompt:
-            self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.rows.shape[0]} tokens) "
+        if prompt is not None and prompt.length > self.max_prompt:
+            self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.length} tokens) "
                                                   f"exceeds the {self.max_prompt} tokens a stream can start with"))
             return None
         return prompt
