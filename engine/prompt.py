@@ -3,11 +3,13 @@
 Rows are sums of a text-side embedding P(id) and a codec-side embedding, laid out as the reference's
 generate() does (see docs: instruct, role, codec control, body). A prompt starts with its Prefix, the rows before
 the first that carries target text (instruct, role, codec control with the speaker row, an ICL clone's
-reference-transcript rows): built once per key, the same for every stream of that voice, language and instruct.
+reference-transcript rows): the same for every stream of that voice, language and instruct, which share its KV.
 The text that follows the prompt is fed one id per frame (`feed[consumed:]`, then tts_eos, then tts_pad)."""
 import itertools
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
@@ -36,46 +38,49 @@ class Voice:
         return self.speaker_id if self.xvector is None else ("clone", self.uid)
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True)
 class Prefix:
+    """The rows before the first that carries target text (instruct, role, codec control with the speaker row, an
+    ICL clone's reference-transcript rows): the same for every stream of its key, which shares their KV."""
     key: tuple
-    rows: torch.Tensor          # [P, H]
+    length: int
     body: int                   # of them, body rows (an ICL clone's reference transcript over its frames)
 
 
 @dataclass
 class Prompt:
     prefix: Prefix
+    prefix_rows: Callable[[], torch.Tensor] | None      # [prefix.length, H], built only where its KV is not cached
     rows: torch.Tensor          # [L, H] the stream's own rows, after the prefix
     consumed: int               # ids of the feed list already inside the prompt
     eos_consumed: bool          # tts_eos already inside the prompt (non-streaming layouts)
 
     @property
     def length(self) -> int:
-        return self.prefix.rows.shape[0] + self.rows.shape[0]
+        return self.prefix.length + self.rows.shape[0]
 
 
 class PromptBuilder:
-    CACHED = 512                # short id runs (control tokens, speakers, role, instructs) and prefixes, embedded once
+    CACHED_ROWS = 512           # short id runs (control tokens, speakers, role, instructs) embedded once
     CACHED_MAX_IDS = 64
 
     def __init__(self, cfg: TTSConfig, talker: Talker):
         self.cfg, self.talker = cfg, talker
         self._cache: OrderedDict = OrderedDict()
+        self.share_prefixes = True      # False: every stream prefills its whole prompt (tests, benchmarks)
 
-    def _cached(self, key, make):
-        """make() through an LRU: a prompt's fixed parts cost no GPU work after the first request."""
+    def _rows(self, embed, ids: list[int]) -> torch.Tensor:
+        """embed(ids) through an LRU: a prompt's fixed parts cost no GPU work after the first request."""
+        key = (embed, tuple(ids))
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        value = self._cache[key] = make()
-        if len(self._cache) > self.CACHED:
-            self._cache.popitem(last=False)
-        return value
-
-    def _rows(self, embed, ids: list[int]) -> torch.Tensor:
-        make = lambda: embed(upload(ids, device=self._device))
-        return make() if len(ids) > self.CACHED_MAX_IDS else self._cached((embed, tuple(ids)), make)
+        rows = embed(upload(ids, device=self._device))
+        if len(ids) <= self.CACHED_MAX_IDS:
+            self._cache[key] = rows
+            if len(self._cache) > self.CACHED_ROWS:
+                self._cache.popitem(last=False)
+        return rows
 
     def _p(self, ids: list[int]) -> torch.Tensor:
         return self._rows(self.talker.embed_text, ids)
@@ -100,33 +105,39 @@ class PromptBuilder:
             return self.cfg.languages[dialect]
         return None if language == "auto" else self.cfg.languages[language]
 
-    @torch.inference_mode()
-    def prefix(self, voice: Voice, language_id: int | None, instruct_ids: list[int] | None, role_ids: list[int],
-               non_streaming: bool) -> Prefix:
-        icl_layout = non_streaming if voice.ref_codes is not None else None
-        key = ("prefix", voice.key, language_id, tuple(instruct_ids or ()), tuple(role_ids), icl_layout)
-        return self._cached(key, lambda: self._prefix(key, voice, language_id, instruct_ids, role_ids, non_streaming))
-
-    def _prefix(self, key, voice, language_id, instruct_ids, role_ids, non_streaming) -> Prefix:
+    def _control(self, voice: Voice, language_id: int | None) -> list[int]:
         c = self.cfg.codec_ids
-        pad, bos, _ = self._text_specials()
-        codec_pad, _ = self._codec_pad_bos()
         control = [c["nothink"], c["think_bos"], c["think_eos"]] if language_id is None else \
             [c["think"], c["think_bos"], language_id, c["think_eos"]]
-        codec = [self._e(control)]
-        if voice.speaker_id is not None:
-            codec.append(self._e([voice.speaker_id]))
-        elif voice.xvector is not None:
+        return control + ([voice.speaker_id] if voice.speaker_id is not None else [])
+
+    def prefix(self, voice: Voice, language_id: int | None, instruct_ids: list[int] | None, role_ids: list[int],
+               non_streaming: bool) -> Prefix:
+        if not self.share_prefixes:
+            return Prefix((), 0, 0)
+        icl = voice.ref_codes is not None
+        body = 0
+        if icl:                                 # the body's rows before the first target-text id (one stays own)
+            body = len(voice.ref_text_ids) if non_streaming else min(len(voice.ref_text_ids), voice.ref_codes.shape[0])
+        codec = len(self._control(voice, language_id)) + (voice.speaker_id is None and voice.xvector is not None) + 1
+        key = (voice.key, language_id, tuple(instruct_ids or ()), tuple(role_ids), non_streaming if icl else None)
+        return Prefix(key, len(instruct_ids or ()) + len(role_ids) + codec + body, body)
+
+    @torch.inference_mode()
+    def prefix_rows(self, voice: Voice, language_id: int | None, instruct_ids: list[int] | None, role_ids: list[int],
+                    body: int, non_streaming: bool) -> torch.Tensor:
+        pad, bos, _ = self._text_specials()
+        codec_pad, _ = self._codec_pad_bos()
+        codec = [self._e(self._control(voice, language_id))]
+        if voice.speaker_id is None and voice.xvector is not None:
             codec.append(voice.xvector.to(pad.dtype)[None])
         codec = torch.cat(codec + [codec_pad])
         rows = [self._p(instruct_ids)] if instruct_ids else []
         rows += [self._p(role_ids), torch.cat([pad.expand(codec.shape[0] - 1, -1), bos]) + codec]
-        body = 0
-        if voice.ref_codes is not None:        # the body's rows before the first target-text id (one stays own)
-            body = len(voice.ref_text_ids) if non_streaming else min(len(voice.ref_text_ids), voice.ref_codes.shape[0])
+        if body:
             side = codec_pad if non_streaming else self._frames(voice)[:body]
             rows.append(self._p(voice.ref_text_ids[:body]) + side)
-        return Prefix(key, torch.cat(rows), body)
+        return torch.cat(rows)
 
     def _frames(self, voice: Voice) -> torch.Tensor:
         """codec bos, then each reference frame's summed embeddings (the ICL codec stream): once per voice."""
@@ -152,7 +163,10 @@ class PromptBuilder:
             consumed, eos_in = len(feed), True
         else:
             rows, consumed, eos_in = self._p(feed[:1]) + codec_bos, 1, False
-        return Prompt(prefix, rows, consumed, eos_in)
+        prefix_rows = partial(self.prefix_rows, voice, language_id, instruct_ids, role_ids, prefix.body, non_streaming)
+        if not prefix.length:
+            rows, prefix_rows = torch.cat([prefix_rows(), rows]), None
+        return Prompt(prefix, prefix_rows, rows, consumed, eos_in)
 
     def _icl_body(self, voice, feed, fixed, closed, non_streaming):
         """Reference transcript + target text over (codec bos + reference frames), from body row `fixed` on."""

@@ -75,6 +75,8 @@ class StepLoop:
         if r.instruct:
             seq.instruct_ids = self.tokenizer.encode(f"<|im_start|>user\n{r.instruct}<|im_end|>\n")
         self._commit_text(seq)
+        seq.prefix = self.builder.prefix(seq.voice, seq.language_id, seq.instruct_ids, seq.role_ids,
+                                         r.non_streaming_text)
 
     def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
         seq.text += text
