@@ -3,6 +3,7 @@ against N of a built-in speaker (tiny CustomVoice). Prints both; asserts nothing
 
 python bench/voice_bench.py --streams 1 8 32 --reference-s 5"""
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -27,7 +28,6 @@ def reference_audio(seconds: float) -> np.ndarray:
 
 def first_chunks_ms(engine: Engine, voice: str, n: int, frames: int, seed: int) -> list[float]:
     """Submit n requests at once; each one's submit -> first chunk sent, in ms."""
-    import random
     rng = random.Random(seed)
     requests = [SynthesisRequest(text=make_text(rng.randint(40, 200), rng), voice=voice, language="english",
                                  max_frames=frames, ignore_eos=True, sampling=SamplingParams(seed=i))
@@ -51,7 +51,6 @@ def main() -> None:
     ap.add_argument("--reference-s", type=float, default=5.0)
     ap.add_argument("--frames", type=int, default=8)
     args = ap.parse_args()
-    torch.manual_seed(0)
     clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=max(args.streams)).start()
     clone.register_voice("clone", VoiceRef(reference_audio(args.reference_s), SR, REF_TEXT)).result()
     speaker = Engine.load(dummy="tiny", device="cpu", max_seqs=max(args.streams)).start()

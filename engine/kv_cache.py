@@ -94,7 +94,7 @@ class PagedKVCache:
             self.k[:, dst.flatten()] = self.k[:, src.flatten()]
             self.v[:, dst.flatten()] = self.v[:, src.flatten()]
 
-    def prefix_rows(self, entries) -> list[int]:
+    def prefix_table_rows(self, entries) -> list[int]:
         """Table rows through which `entries` (prefixes not prefilled yet) are prefilled: one each, after the
         stream slots'."""
         rows = [self.stream_slots + i for i in range(len(entries))]

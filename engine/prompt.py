@@ -17,7 +17,7 @@ from .config import TTSConfig
 from .talker import Talker
 from .transfer import upload
 
-_clone_ids = itertools.count()
+_voice_ids = itertools.count()
 
 
 @dataclass(eq=False)
@@ -30,7 +30,7 @@ class Voice:
     ref_text_ids: list[int] | None = None      # ICL transcript ids
     codec_state: list | None = None            # the codec decoder's state after ref_codes (runner.start)
     frame_rows: torch.Tensor | None = None     # [T + 1, H]: codec bos, then each reference frame's embeddings
-    uid: int = field(default_factory=lambda: next(_clone_ids))
+    uid: int = field(default_factory=lambda: next(_voice_ids))
 
     @property
     def key(self):
@@ -67,7 +67,7 @@ class PromptBuilder:
     def __init__(self, cfg: TTSConfig, talker: Talker):
         self.cfg, self.talker = cfg, talker
         self._cache: OrderedDict = OrderedDict()
-        self.share_prefixes = True      # False: every stream prefills its whole prompt (tests, benchmarks)
+        self.share_prefixes = True      # False: every stream prefills its whole prompt (the tests' reference)
 
     def _rows(self, embed, ids: list[int]) -> torch.Tensor:
         """embed(ids) through an LRU: a prompt's fixed parts cost no GPU work after the first request."""

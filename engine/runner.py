@@ -190,7 +190,7 @@ class ModelRunner:
         new = list({id(s.cached_prefix): (s.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
                      if not s.cached_prefix.filled}.values())
         if new:
-            rows = self.kv.prefix_rows([entry for entry, _ in new])
+            rows = self.kv.prefix_table_rows([entry for entry, _ in new])
             prefill_runs(self.prefill_stage, [(row, 0, make()) for row, (_, make) in zip(rows, new)], self.device)
             for entry, _ in new:
                 entry.filled = True
