@@ -5,11 +5,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
+from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
 from engine import dense_attention, paged_attention, row_sampler, runner, skinny  # noqa: E402
 from engine.audio_out import SAMPLES_PER_FRAME  # noqa: E402
 
@@ -108,13 +109,22 @@ def run(engine, requests):
             for cs in chunks]
 
 
-def requests():
+def requests(voices=("vivian", "ryan", "aiden", "vivian"), **kw):
+    """The fourth shares the first one's prompt prefix (its KV blocks, engine/prefix_cache.py)."""
     texts = ["Hello there, this is the first stream.", "A second, much longer stream that keeps talking about "
-             "trains, weather and hotels for a while.", "Third."]
+             "trains, weather and hotels for a while.", "Third.", "A fourth stream, in the first one's voice."]
     seeded = SamplingParams(seed=11, top_k=20, top_p=0.9, subtalker_top_k=30, subtalker_top_p=0.95)
-    return [SynthesisRequest(text=t, voice=v, sampling=p, max_frames=n, ignore_eos=True)
-            for t, v, n, p in zip(texts, ("vivian", "ryan", "aiden"), (90, 120, 40),
-                                  (SamplingParams.greedy(), SamplingParams.greedy(), seeded))]
+    return [SynthesisRequest(text=t, voice=v, sampling=p, max_frames=n, ignore_eos=True, **kw)
+            for t, v, n, p in zip(texts, voices, (90, 120, 40, 60),
+                                  (SamplingParams.greedy(), SamplingParams.greedy(), seeded, SamplingParams.greedy()))]
+
+
+def clone_requests(engine):
+    """A registered ICL clone voice (3 s reference) for every request: its primed codec state and shared prefix."""
+    t = np.arange(3 * 24000) / 24000
+    audio = (0.3 * np.sin(2 * np.pi * 220 * t) * np.sin(2 * np.pi * 1.3 * t)).astype(np.float32)
+    engine.register_voice("clone", VoiceRef(audio, 24000, "A short reference clip, read slowly and clearly.")).result()
+    return requests(voices=("clone",) * 4, language="english")
 
 
 PATHS = {"graphs+kernel": (True, True, True), "graphs+kernel+serial-decode": (True, True, False),
@@ -128,7 +138,7 @@ def pcm_error(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     return (x - y).norm().item() / y.norm().item(), (dx.norm(dim=1) / ry.norm(dim=1).clamp_min(1e-6)).max().item()
 
 
-def check_paths(dummy: str, dtype: str, paths) -> None:
+def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requests()) -> None:
     outputs = {}
     for name in paths:
         graphs, kernel, side = PATHS[name]
@@ -137,7 +147,7 @@ def check_paths(dummy: str, dtype: str, paths) -> None:
         runner.SIDE_DECODE = side
         t0 = time.perf_counter()
         engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs).start()
-        outputs[name] = run(engine, requests())
+        outputs[name] = run(engine, make_requests(engine))
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
     paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = True
@@ -168,3 +178,5 @@ if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)
     for dtype in dtypes:      # e.g. `gpu_check.py float32 graphs+kernel eager+kernel`
         check_paths("1.7B-CustomVoice", dtype, paths)
+    if "float32" in dtypes:
+        check_paths("1.7B-Base", "float32", paths, clone_requests)

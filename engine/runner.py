@@ -10,6 +10,7 @@ import torch
 
 from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
+from .prefill import prefill_runs
 from .prompt import Prompt
 from .sampling import SamplingBatch, process_talker_logits, sample
 from .transfer import HostCopy, upload
@@ -119,9 +120,21 @@ class ModelRunner:
         self.num_c0[slots] = 0
         self.frames[slots] = 0
         self.codec.reset(slots)
-        for s in seqs:
-            if s.voice.ref_codes is not None:
-                self.codec.prime(upload(s.voice.ref_codes, device=self.device)[None], self._tensor([s.slot]))
+        clones = [s for s in seqs if s.voice.ref_codes is not None]
+        if clones:
+            self._load_primed(clones)
+
+    def _load_primed(self, seqs) -> None:
+        """Clone streams start from their voice's codec state after its reference frames: primed once per voice (in
+        the scratch slot, kept by the Voice), then copied into the slots of all the streams that start now."""
+        voices = list({id(s.voice): s.voice for s in seqs}.values())
+        for v in voices:
+            if v.codec_state is None:
+                v.codec_state = self.codec.primed_state(upload(v.ref_codes, device=self.device),
+                                                        self._tensor([self.scratch]))
+        which = self._tensor([voices.index(s.voice) for s in seqs])
+        self.codec.load(self._tensor([s.slot for s in seqs]),
+                        [torch.cat(rows)[which] for rows in zip(*(v.codec_state for v in voices))])
 
     @staticmethod
     def param_row(p, seed: int) -> tuple:
@@ -174,31 +187,25 @@ class ModelRunner:
     # batch entry points ----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
-        """Prompts into the KV cache (in graph-sized groups of sequences) and each stream's first codebook-0 id.
-        The scheduler took their blocks when it chose them."""
-        last, group, tokens = [], [], 0
-        for s, p in zip(seqs, prompts):
-            if group and tokens + p.rows.shape[0] > PREFILL_BUCKETS[-1]:
-                last.append(self._prefill_group(group))
-                group, tokens = [], 0
-            group.append((s, p))
-            tokens += p.rows.shape[0]
-        last.append(self._prefill_group(group))
-        self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), torch.cat(last))
-
-    def _prefill_group(self, group) -> torch.Tensor:
-        seqs = [s for s, _ in group]
-        counts = [p.rows.shape[0] for _, p in group]
+        """Prompts into the KV cache and each stream's first codebook-0 id. The scheduler took their blocks when it
+        chose them. Prefixes not cached yet are prefilled first (each through a table row of its own), then each
+        stream gets its copy of its prefix's partial block and prefills only its own rows."""
+        new = list({id(s.cached_prefix): (s.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
+                     if not s.cached_prefix.filled}.values())
+        if new:
+            rows = self.kv.prefix_table_rows([entry for entry, _ in new])
+            prefill_runs(self.prefill_stage, [(row, 0, make()) for row, (_, make) in zip(rows, new)], self.device)
+            for entry, _ in new:
+                entry.filled = True
+        self.kv.copy_partial_blocks(seqs)
         self.kv.sync_tables(seqs)
-        stream_slots = [s.slot for s, n in zip(seqs, counts) for _ in range(n)]
-        positions = [pos for s, n in zip(seqs, counts) for pos in range(s.num_tokens, s.num_tokens + n)]
-        h = self.prefill_stage(None, torch.cat([p.rows for _, p in group]), self._tensor(stream_slots),
-                               self._tensor(positions))
-        for s, n in zip(seqs, counts):
-            s.num_tokens += n
+        last = prefill_runs(self.prefill_stage, [(s.slot, s.num_tokens, p.rows) for s, p in zip(seqs, prompts)],
+                            self.device)
+        for s, p in zip(seqs, prompts):
+            s.num_tokens += p.rows.shape[0]
             s.num_c0 += 1
             s.has_c0 = True
-        return h[self._tensor(counts).cumsum(0) - 1]
+        self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), last)
 
     @staticmethod
     def _all_greedy(seqs, sub: bool = False) -> bool:

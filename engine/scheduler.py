@@ -59,11 +59,11 @@ class Scheduler:
             prompt = build_prompt(seq)
             if prompt is None:
                 continue
-            n = prompt.rows.shape[0]
-            if seqs and tokens + n > budget or not self.kv.can_grow(seq, n + 1):
+            n = self.kv.prefill_tokens(prompt)
+            if seqs and tokens + n > budget or not self.kv.can_start(prompt):
                 break
             self.waiting.remove(seq)
-            self.kv.grow(seq, n)            # taken now: the next candidate sees only the blocks still free
+            self.kv.start(seq, prompt)      # taken now: the next candidate sees only the blocks still free
             seq.slot = self.free_slots.popleft()
             seq.status = Status.RUNNING
             self.running.append(seq)

@@ -30,6 +30,8 @@ class Sequence:
         self.eos_fed = False
         self.slot = -1
         self.reserved = 0                     # KV tokens admission holds back for it
+        self.prefix = None                    # prompt.Prefix its prompt starts with (admission counts it once)
+        self.cached_prefix = None             # prefix_cache.CachedPrefix whose full blocks lead block_table
         self.block_table: list[int] = []
         self.synced_blocks = 0                # block_table entries the device's tables hold
         self.num_tokens = 0                   # tokens in the talker KV cache

@@ -12,7 +12,7 @@ import torch
 from .audio_out import SAMPLES_PER_FRAME, AudioOut
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
-from .sequence import Sequence, Status
+from .sequence import ROLE, Sequence, Status
 from .text_intake import TextIntake
 from .transfer import HostCopy
 
@@ -29,6 +29,7 @@ class StepLoop:
         self.cfg, self.tokenizer = model.cfg, model.tokenizer
         self.builder = PromptBuilder(model.cfg, model.tts.talker)
         self.intake = TextIntake(model.tokenizer)
+        self.role_ids = model.tokenizer.encode(ROLE)
         self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
         self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
@@ -81,6 +82,8 @@ class StepLoop:
             seq.feed = list(seq.voice.ref_text_ids or [])
             seq.text_start = len(seq.feed)
         self.intake.add(seq)                  # its text is tokenized with the other streams' after the inbox
+        seq.prefix = self.builder.prefix(seq.voice, seq.language_id, seq.instruct_ids, self.role_ids,
+                                         r.non_streaming_text)     # (its role ids as almost every text gives them)
 
     def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
         """O(len(text)): tokenized by settle_text() once the inbox is drained."""
@@ -100,8 +103,8 @@ class StepLoop:
         """The prompt to prefill, or None while text is missing; a prompt that can never fit ends its stream."""
         prompt = self.builder.build(s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed,
                                     s.request.non_streaming_text)
-        if prompt is not None and prompt.rows.shape[0] > self.max_prompt:
-            self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.rows.shape[0]} tokens) "
+        if prompt is not None and prompt.length > self.max_prompt:
+            self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.length} tokens) "
                                                   f"exceeds the {self.max_prompt} tokens a stream can start with"))
             return None
         return prompt

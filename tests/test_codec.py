@@ -123,6 +123,22 @@ def test_prime_then_decode_equals_tail_of_concatenation(official64):
     torch.testing.assert_close(got, want, **EXACT)
 
 
+def test_streams_started_from_a_primed_state_equal_streams_primed_themselves(official):
+    """A voice's primed state, computed once and copied into new slots (two voices in one copy), gives exactly the
+    audio of a stream that decoded the reference itself."""
+    decoder = ours(official, max_streams=5).decoder
+    contexts, generated = [random_codes(n, seed=6 + n) for n in (30, 41)], random_codes(1, 20, seed=9)
+    decoder.decode(random_codes(2, 7, seed=10), torch.tensor([0, 1]))         # stale state the load replaces
+    states = [decoder.primed_state(c, torch.tensor([4])) for c in contexts]
+    decoder.load(torch.tensor([0, 1]), [torch.cat(rows)[torch.tensor([1, 0])] for rows in zip(*states)])
+    for slot, context in ((2, contexts[0]), (3, contexts[1])):
+        decoder.reset(torch.tensor([slot]))
+        decoder.prime(context[None], torch.tensor([slot]))
+    got = stream(decoder, generated.expand(4, -1, -1), torch.tensor([1, 0, 2, 3]), [1, 3, 5])
+    assert torch.equal(got[0], got[2]) and torch.equal(got[1], got[3])
+    assert not torch.equal(got[0], got[1])
+
+
 @pytest.mark.parametrize("samples", [12 * FRAME, 131 * FRAME + 1000])   # the second: > 250 frames at 25 Hz
 def test_encode_matches_official(official, samples):
     from transformers import AutoFeatureExtractor

@@ -167,7 +167,8 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
 
 
 def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=32).start()
+    # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/prefix_cache.py)
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=48).start()
     try:
         big = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 40, max_frames=4))
         with pytest.raises(EngineInputError) as err:
@@ -223,12 +224,14 @@ def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cac
 
     from engine.admission import Admission
     admission = Admission(3, kv_tokens=768, block_size=16, max_step_ms=64.0)
+    prefix = SimpleNamespace(key="voice", length=20)           # its first block is shared: counted once
     seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames), voice=None,
-                                         instruct_ids=None, num_text_ids=2, text_start=0, closed=True, reserved=0)
+                                         instruct_ids=None, num_text_ids=2, text_start=0, closed=True, reserved=0,
+                                         prefix=prefix)
     a, b = seq(100), seq(100)
     admission.admit(a, active=0, step_ms=90.0)                 # an idle engine always admits
     admission.admit(b, active=1, step_ms=10.0)
-    assert a.reserved == b.reserved == 128 and admission.reserved == 256
+    assert a.reserved == b.reserved == 128 - 16 and admission.reserved == 2 * 112 + 32
     with pytest.raises(EngineInputError, match="capacity") as err:    # the running streams fall behind real time
         admission.admit(seq(100), active=2, step_ms=90.0)
     assert err.value.code == "busy"
@@ -237,5 +240,9 @@ def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cac
     with pytest.raises(EngineInputError, match="committed"):
         admission.admit(seq(800), active=2, step_ms=10.0)
     admission.release(a)
-    admission.admit(seq(800), active=1, step_ms=10.0)
+    c = seq(800)
+    admission.admit(c, active=1, step_ms=10.0)
     assert admission.refused == 3
+    admission.release(b)
+    admission.release(c)
+    assert admission.reserved == 0 and not admission.prefixes

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ..fused import ops
+from ..scatter import write_rows
 from .layers import CausalConv, CausalTransConv, ConvNeXtBlock, SnakeBeta, Stateful, channels_last
 from .quantizer import Dequantizer
 from .transformer import DecoderTransformer
@@ -108,6 +109,22 @@ class CodecDecoder(nn.Module):
         """Feed context frames whose audio is not wanted (a voice clone's reference codes): the stream then
         continues as if they had been decoded, which is what the reference's decode-and-cut amounts to."""
         self.decode(codes, slots)
+
+    def _states(self) -> list[tuple[Stateful, str]]:
+        return [(m, name) for m in self.modules() if isinstance(m, Stateful) for name in m.state_specs]
+
+    def primed_state(self, codes: torch.Tensor, slot: torch.Tensor) -> list[torch.Tensor]:
+        """The state a stream has after the context frames codes [T, K], primed in `slot` [1] (a scratch slot)
+        and copied out: new streams start from it (`load`) instead of decoding the context again."""
+        self.reset(slot)
+        self.prime(codes[None], slot)
+        return [getattr(m, name)[slot] for m, name in self._states()]
+
+    def load(self, slots: torch.Tensor, states: list[torch.Tensor]):
+        """states[i] [B, ...] (one row per slot, in `primed_state`'s order) into the state of `slots` [B]: one
+        indexed copy per state tensor."""
+        for (m, name), rows in zip(self._states(), states):
+            write_rows(getattr(m, name), slots, rows)
 
     def decode_all(self, codes: torch.Tensor) -> torch.Tensor:
         """codes [T, K] -> audio [T * samples_per_frame], one-shot."""
