@@ -105,7 +105,7 @@ def _serve_parser(sub) -> None:
 def serve(args) -> int:
     import logging
 
-    from .core import EngineClient, EngineSpec
+    from .core import EngineSpec, starts
     from .frontends import listening_socket, share, start_frontends
     from .server import GatewayServer, create_app, uvicorn_config
     from .service import Gateway, GatewayConfig
@@ -123,7 +123,7 @@ def serve(args) -> int:
                       aligner=args.aligner, dummy_aligner=args.dummy_aligner)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
-    gateway = Gateway(config, EngineClient.spawn(spec, args.log_level))
+    gateway = Gateway(config, starts.spawn(spec, args.log_level))
     gateway.frontends = start_frontends(workers - 1, config, gateway.engine.address, args.host, args.port,
                                         args.log_level)
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))

@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import socket
 
-from .core import EngineClient
+from .core import starts
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -40,6 +40,6 @@ def run_frontend(config, address: str, host: str, port: int, log_level: str) -> 
 
     os.setsid()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s frontend: %(message)s")
-    gateway = Gateway(config, EngineClient.connect(address))
+    gateway = Gateway(config, starts.connect(address))
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), host, port, gateway, log_level))
     server.run(sockets=[listening_socket(host, port)])

@@ -5,7 +5,7 @@ import time
 
 import httpx
 
-from .core import EngineClient
+from .core import EngineClient, starts
 from .server import GatewayServer, create_app, uvicorn_config
 from .service import Gateway, GatewayConfig
 
@@ -14,9 +14,9 @@ class ServerThread:
     def __init__(self, engine=None, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None,
                  client: EngineClient | None = None):
         """`engine` (and `aligner`) served by an engine-core thread of this process, over the core's socket; or
-        `client`, an engine core of its own (EngineClient.spawn)."""
+        `client`, an engine core of its own (core.starts.spawn)."""
         self.engine, self.aligner = engine, aligner
-        self.gateway = Gateway(config or GatewayConfig(), client or EngineClient.in_thread(engine, aligner))
+        self.gateway = Gateway(config or GatewayConfig(), client or starts.in_thread(engine, aligner))
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]

@@ -9,7 +9,7 @@ import pytest
 import websockets
 
 from gateway import protocol as p
-from gateway.core import EngineClient, EngineSpec
+from gateway.core import EngineSpec, starts
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
 
@@ -17,7 +17,7 @@ from gateway.testing import ServerThread
 @pytest.fixture()
 def server():
     srv = ServerThread(config=GatewayConfig(max_frames=400),
-                       client=EngineClient.spawn(EngineSpec(dummy="tiny", device="cpu", max_active=4), "warning"))
+                       client=starts.spawn(EngineSpec(dummy="tiny", device="cpu", max_active=4), "warning"))
     yield srv.start()
     srv.stop()
 

@@ -1,4 +1,5 @@
-"""The front end's engine: the engine core in a child process (or, for tests, a thread) behind a ZMQ socket.
+"""The front end's engine: the engine core in a child process (or, for tests, a thread) behind a ZMQ socket
+(starts.py: how it is started).
 
 It offers what the gateway needs of an engine (submit -> a RequestHandle, append/close/cancel, voices, the aligner's
 submit, stats) and never blocks: requests are checked here at once (the same Validator as the engine's), commands
@@ -8,8 +9,6 @@ import itertools
 import logging
 import multiprocessing
 import os
-import tempfile
-import threading
 import uuid
 from concurrent.futures import Future
 
@@ -20,33 +19,10 @@ from engine.handle import RequestHandle
 from engine.validate import Validator
 
 from . import wire
-from .worker import EngineWorker, run_engine_process
+from .remote import RemoteAligner, VoiceNames
 
 log = logging.getLogger("qwen_tts_gateway")
 SILENCE_S = 10.0           # the core sends stats every 0.1 s: this long without a word, it is gone
-
-
-class VoiceNames:
-    """The registered clone voices as the core last reported them (the core checks again at admission)."""
-
-    def __init__(self):
-        self.known: list[str] = []
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.known
-
-    def names(self) -> list[str]:
-        return list(self.known)
-
-
-class RemoteAligner:
-    """The core's AlignmentService.submit across the process boundary: a Future of the units' (start, end) spans."""
-
-    def __init__(self, client: "EngineClient"):
-        self.client = client
-
-    def submit(self, audio, units: list[str], due: float | None = None) -> Future:
-        return self.client._call("align", audio, units, due, future=Future())
 
 
 class EngineClient:
@@ -63,31 +39,6 @@ class EngineClient:
         self.aligner: RemoteAligner | None = None
         self.failure: str | None = None
         self.identity = uuid.uuid4().bytes
-
-    @classmethod
-    def spawn(cls, spec, log_level: str = "info") -> "EngineClient":
-        address = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-')}/engine"
-        process = multiprocessing.get_context("spawn").Process(
-            target=run_engine_process, args=(spec, address, log_level), name="engine-core", daemon=True)
-        return cls(lambda: process.start() or process, address)
-
-    @classmethod
-    def in_thread(cls, engine, aligner=None) -> "EngineClient":
-        """A test's engine (and aligner) served by a thread of this process, over the same socket and messages."""
-        from .spec import warm_up
-        address = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-')}/engine"
-
-        def start():
-            worker = EngineWorker(engine, warm_up(engine, aligner), address)
-            thread = threading.Thread(target=worker.serve, name="engine-core-io", daemon=True)
-            thread.start()
-            return thread
-        return cls(start, address)
-
-    @classmethod
-    def connect(cls, address: str) -> "EngineClient":
-        """A core another front end of this server started."""
-        return cls(lambda: None, address)
 
     @property
     def process(self):
