@@ -14,6 +14,10 @@ class Validator:
             raise EngineInputError("invalid_request", "text must be a string")
         if len(text) > self.max_text_chars:
             raise EngineInputError("text_too_long", f"text is longer than {self.max_text_chars} characters")
+        try:
+            text.encode("utf-8")              # the tokenizer takes no lone surrogates (from JSON's \udcff escapes)
+        except UnicodeEncodeError:
+            raise EngineInputError("invalid_request", "text must be valid Unicode (it holds a lone surrogate)") from None
 
     def check(self, r: SynthesisRequest) -> None:
         cfg = self.cfg

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from . import http_api
+from . import http_api, redact
 from . import protocol as p
 from .service import Gateway
 from .session import Session
@@ -37,11 +37,6 @@ async def tts_websocket(ws: WebSocket) -> None:
     gateway.sessions.add(session)
     try:
         await session.run()
-    except Exception:
-        log.exception("session %s failed", session.id)
-        if not session.closed:
-            session.closed = True
-            await _refuse(ws, p.Error(p.INTERNAL, "internal error; reconnect", True), p.CLOSE_INTERNAL)
     finally:
         gateway.sessions.discard(session)
 
@@ -120,6 +115,10 @@ class GatewayServer(uvicorn.Server):
 
 def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str = "info") -> uvicorn.Config:
     # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009)
-    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
-                          ws_max_size=16 * gateway.config.max_message_bytes,
-                          timeout_graceful_shutdown=gateway.config.shutdown_grace)
+    limits = gateway.config.limits
+    config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
+                            ws_max_size=16 * gateway.config.max_message_bytes, ws_ping_interval=limits.ws_ping_interval,
+                            ws_ping_timeout=limits.ws_ping_timeout,
+                            timeout_graceful_shutdown=gateway.config.shutdown_grace)
+    redact.install()                # after the config has set up uvicorn's loggers
+    return config

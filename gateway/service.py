@@ -3,7 +3,7 @@ import asyncio
 import hmac
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
@@ -11,6 +11,7 @@ import numpy as np
 from aligner import AlignmentService
 from engine import SamplingParams, SynthesisRequest, VoiceRef
 
+from .limits import Limits
 from .metrics import Metrics
 from .streams import Admission
 
@@ -30,6 +31,7 @@ class GatewayConfig:
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
     aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
+    limits: Limits = field(default_factory=Limits)
 
 
 class Gateway:
@@ -100,8 +102,7 @@ class Gateway:
         deadline = time.monotonic() + self.config.shutdown_grace
         while time.monotonic() < deadline and any(c.owes_audio for s in self.sessions for c in s.contexts.values()):
             await asyncio.sleep(0.05)
-        for session in list(self.sessions):
-            await session.shutdown("server shutting down")
+        await asyncio.gather(*[session.shutdown("server shutting down") for session in list(self.sessions)])
 
     def close(self) -> None:
         if self.aligner is not None:
