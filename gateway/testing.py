@@ -13,6 +13,7 @@ class ServerThread:
     def __init__(self, engine, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None):
         self.gateway = Gateway(config or GatewayConfig(), lambda: engine, None if aligner is None else lambda _: aligner)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # a restart on the port: its closed sockets wait
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         app = create_app(self.gateway)
