@@ -1,6 +1,5 @@
 """The ASGI app: the WebSocket route, health and metrics, the HTTP API; and a uvicorn server that drains first."""
 import asyncio
-import logging
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -14,8 +13,6 @@ from . import http_api, redact
 from . import protocol as p
 from .service import Gateway
 from .session import Session
-
-log = logging.getLogger("qwen_tts_gateway")
 
 
 async def tts_websocket(ws: WebSocket) -> None:
