@@ -13,7 +13,6 @@ import websockets
 from engine import Engine
 from gateway import protocol as p
 from gateway.limits import Limits
-from gateway.outbox import Outbox
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
 from integration_helpers import wait_until
@@ -185,44 +184,3 @@ def test_keepalives_keep_contexts_not_engine_slots():
         wait_idle(srv)
     finally:
         srv.stop()
-
-
-class Socket:
-    """A WebSocket stand-in: records what is written; `fail` makes writes raise, `stall` makes them wait."""
-
-    def __init__(self, fail: bool = False, stall: bool = False):
-        self.sent, self.closed, self.fail, self.stall = [], None, fail, stall
-
-    async def send_text(self, frame):
-        if self.stall:
-            await asyncio.sleep(3600)
-        if self.fail:
-            raise RuntimeError("cannot send")
-        self.sent.append(frame)
-
-    send_bytes = send_text
-
-    async def close(self, code, reason=""):
-        self.closed = code
-
-
-def test_the_outbox_writes_in_order_closes_after_a_failed_write_and_sees_a_stalled_client():
-    async def run():
-        ok, failing, stalled = Socket(), Socket(fail=True), Socket(stall=True)
-        box = Outbox(ok, 1.0, 1000)
-        box.put("one"), box.put(b"two")
-        await box.close(p.CLOSE_GOING_AWAY, "bye")
-        broken = Outbox(failing, 1.0, 1000)
-        broken.put("lost")
-        await asyncio.wait_for(broken.finished.wait(), 5)
-        slow = Outbox(stalled, 0.2, 1000)
-        assert slow.put("first") and not slow.too_slow(time.monotonic())
-        await asyncio.sleep(0.3)
-        late = slow.put("second")
-        big = Outbox(stalled, 10.0, 100).put("x" * 200)
-        return ok, failing, late, big
-
-    ok, failing, late, big = asyncio.run(run())
-    assert ok.sent == ["one", b"two"] and ok.closed == p.CLOSE_GOING_AWAY
-    assert failing.closed == p.CLOSE_INTERNAL and not failing.sent                # never a silent socket
-    assert late is False and big is False
