@@ -29,6 +29,9 @@ class AudioOut:
         self.fresh = True
 
     def drop(self) -> None:
+        for streams, kept, _ in self.in_flight:
+            for s in itertools.compress(streams, kept):
+                s.unread -= 1
         self.in_flight.clear()
         self.fresh = False
 

@@ -17,6 +17,7 @@ import torch
 from .admission import Admission
 from .fused import enable_compile
 from .handle import RequestHandle
+from .isolation import FaultIsolation
 from .memory import kv_blocks_for_memory
 from .model import LoadedModel, load_model
 from .request import EngineInputError, SynthesisRequest, VoiceRef
@@ -62,6 +63,7 @@ class Engine:
         self.voices = VoiceCache(model)
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.isolation = FaultIsolation(self.scheduler)
         self.turns = TurnGate()                  # device time for the aligner, between steps
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.seqs: dict[int, Sequence] = {}
@@ -152,13 +154,13 @@ class Engine:
                 break
             self._follow(self.turns.close())
             try:
-                self.loop.step()
-            except Exception as exc:          # a failed step ends the streams in it, never the engine
+                self.isolation.run(self.loop.step)
+            except Exception as exc:          # a failed step ends the stream(s) that made it fail, never the engine
                 self.errors += 1
                 traceback.print_exc()
                 self.loop.drop_in_flight()
-                for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
-                    self._fail(seq, exc)
+                for seq, error in self.isolation.failed(exc):
+                    self._fail(seq, error)
             else:
                 self._give_turn()
         self.turns.idle()

@@ -12,7 +12,7 @@ from .graphs import StagedGraphs, buckets_up_to
 from .kv_cache import PagedKVCache
 from .prefill import prefill_runs
 from .prompt import Prompt
-from .sampling import SamplingBatch, process_talker_logits, sample
+from .sampling import FAULT, SamplingBatch, guard, process_talker_logits, sample
 from .transfer import HostCopy, upload
 
 MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
@@ -152,15 +152,16 @@ class ModelRunner:
         logits = process_talker_logits(self.talker.logits(hidden), self.seen[slots], self.params["penalty"][slots],
                                        allow_eos, self.suppress, self.eos)
         c0 = sample(logits, self._sampling(slots, "", self.num_c0[slots], all_greedy), codebook=0)
-        self.c0[slots] = c0
         self.seen.index_put_((slots, c0), self.true)
+        c0 = guard(logits, c0)
+        self.c0[slots] = c0
         self.hidden[slots] = hidden
         self.num_c0[slots] += 1
         return c0
 
     def _predict_core(self, all_greedy, slots):
         c0 = self.c0[slots]
-        c0 = c0.masked_fill(c0 == self.eos, 0)      # an EOS not seen on the host yet: its frame is dropped there
+        c0 = c0.masked_fill((c0 == self.eos) | (c0 == FAULT), 0)   # not seen on the host yet: its frame is dropped
         params = self._sampling(slots, "sub_", self.frames[slots], all_greedy)
         codes = torch.cat([c0[:, None], self.talker.code_predictor(self.hidden[slots], self.talker.embed_codec(c0),
                                                                     params)], dim=1)

@@ -54,6 +54,17 @@ class SamplingBatch:
                    t(seed, torch.int64), t(counter, torch.int64), all(greedy))
 
 
+FAULT = -1     # a drawn id that stands for "this row's logits went non-finite": the host ends its stream
+
+
+def guard(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """ids [B] drawn from logits [B, V], FAULT where the row holds NaN or +inf or the id drawn was masked (-inf):
+    such an id (NaN wins the race) would index past the codec's tables and fail the step of every stream."""
+    drawn = logits.gather(1, ids[:, None])[:, 0]
+    bad = logits.isnan().any(-1) | logits.isposinf().any(-1) | drawn.isneginf()
+    return ids.masked_fill(bad, FAULT)
+
+
 def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
     """logits [B, V] (already processed; drawn from in float32) -> token ids [B]."""
     if p.all_greedy:

@@ -72,6 +72,14 @@ class Scheduler:
             tokens += n
         return seqs, prompts
 
+    def requeue(self, seq: Sequence) -> None:
+        """A stream admitted by a step that failed before its prefill: it waits again, as if new."""
+        self.running.remove(seq)
+        self.free_slots.appendleft(seq.slot)
+        self.kv.release(seq)
+        seq.status, seq.slot, seq.fed, seq.eos_fed = Status.WAITING, -1, 0, False
+        self.waiting.appendleft(seq)
+
     def finish(self, seq: Sequence, reason: str) -> None:
         if seq.status is Status.FINISHED:
             return

@@ -12,6 +12,7 @@ import torch
 from .audio_out import SAMPLES_PER_FRAME, AudioOut
 from .prompt import PromptBuilder, Voice
 from .request import AudioChunk, EngineInputError
+from .sampling import FAULT
 from .sequence import ROLE, Sequence, Status
 from .text_intake import TextIntake
 from .transfer import HostCopy
@@ -173,12 +174,18 @@ class StepLoop:
         self.audio.drop()
 
     def _take_eos(self) -> None:
-        """Streams whose last codebook-0 id was EOS end (their pending audio still goes out)."""
+        """Streams whose last codebook-0 id was EOS end (their pending audio still goes out); a stream whose logits
+        went non-finite ends with an error."""
         talkers, ids = self.talked
         self.talked = ([], None)
         if ids is None:
             return
         for s, c in zip(talkers, ids.wait()[0].tolist()):
-            if c == self.eos and s.status is Status.RUNNING:   # (a stream cancelled meanwhile is gone)
+            if s.status is not Status.RUNNING:                 # (a stream cancelled meanwhile is gone)
+                continue
+            if c == self.eos:
                 s.has_c0 = False
                 s.finish_reason = "eos"
+            elif c == FAULT:
+                self.end(s, "error", EngineInputError("generation_failed", "the model's output for this request "
+                                                      "went non-finite (NaN/Inf); it was ended, other streams go on"))

@@ -1,7 +1,10 @@
 """Request checks done on the caller's thread, so bad input fails at once with a message a user can act on."""
 import dataclasses
 
-from .request import EngineInputError, SynthesisRequest
+from .request import EngineInputError, SamplingParams, SynthesisRequest
+
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38     # the least normal float32: below it a positive value loses its precision
 
 
 class Validator:
@@ -20,6 +23,10 @@ class Validator:
             raise EngineInputError("invalid_request", "text must be a string")
         if len(text) > self.max_text_chars:
             raise EngineInputError("text_too_long", f"text is longer than {self.max_text_chars} characters")
+        try:
+            text.encode("utf-8")              # the tokenizer takes no lone surrogates (from JSON's \udcff escapes)
+        except UnicodeEncodeError:
+            raise EngineInputError("invalid_request", "text must be valid Unicode (it holds a lone surrogate)") from None
 
     def check(self, r: SynthesisRequest) -> None:
         cfg = self.cfg
@@ -41,10 +48,7 @@ class Validator:
             raise EngineInputError("invalid_request", "max_frames must be at least 1")
         if not r.chunk_frames or min(r.chunk_frames) < 1:
             raise EngineInputError("invalid_request", "chunk_frames must be positive frame counts")
-        for name in ("top_k", "subtalker_top_k", "seed"):       # they go into int64 tensors of the shared step
-            value = getattr(r.sampling, name)
-            if value is not None and not -2 ** 63 <= value < 2 ** 63:
-                raise EngineInputError("invalid_request", f"sampling {name} must be below 2**63")
+        check_sampling(r.sampling)
         self._check_voice(r)
 
     def _check_voice(self, r: SynthesisRequest) -> None:
@@ -69,3 +73,24 @@ class Validator:
             if r.ref is not None and not r.ref.x_vector_only and not (r.ref.text or "").strip():
                 raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript "
                                                             "(or set x_vector_only)")
+
+
+def check_sampling(s: SamplingParams) -> None:
+    """Every number as the shared step's tensors hold it (float32, int64), in the range the sampling math takes."""
+    for name in ("temperature", "top_p", "repetition_penalty", "subtalker_temperature", "subtalker_top_p"):
+        value = getattr(s, name)
+        if not _is_number(value, float) or not FLOAT32_TINY <= value <= FLOAT32_MAX:
+            raise EngineInputError("invalid_request", f"sampling {name} must be a positive number, finite in float32 "
+                                                      f"(1.2e-38 to 3.4e38), not {value!r:.40}")
+    for name in ("top_p", "subtalker_top_p"):
+        if getattr(s, name) > 1:
+            raise EngineInputError("invalid_request", f"sampling {name} must be at most 1")
+    for name in ("top_k", "subtalker_top_k", "seed"):
+        value = getattr(s, name)
+        if value is not None and (not _is_number(value, int) or not 0 <= value < 2 ** 63):
+            raise EngineInputError("invalid_request", f"sampling {name} must be an integer from 0 to 2**63 - 1 "
+                                                      f"(top_k 0: off), not {value!r:.40}")
+
+
+def _is_number(value, kind) -> bool:
+    return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)

@@ -4,6 +4,8 @@ import os
 import sys
 import time
 
+from . import limits
+
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
@@ -99,6 +101,7 @@ def _serve_parser(sub) -> None:
                        help="random aligner weights (published config, or tiny)")
     p.add_argument("--aligner-timeout", type=float, default=5.0,
                    help="seconds an alignment may take before the context's word timestamps are given up")
+    limits.add_arguments(p)
     p.add_argument("--log-level", default="info")
 
 
@@ -116,7 +119,7 @@ def serve(args) -> int:
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
-                           aligner_timeout=args.aligner_timeout)
+                           aligner_timeout=args.aligner_timeout, limits=limits.from_args(args))
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,

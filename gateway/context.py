@@ -5,35 +5,17 @@ import logging
 import time
 from collections import deque
 from contextlib import aclosing, suppress
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine import EngineInputError, SamplingParams, SynthesisRequest
+from engine import EngineInputError
 
 from . import protocol as p
 from .audio import AudioEncoder
-from .streams import EngineStream
+from .utterance import Utterance
 from .words import context_words
 
 log = logging.getLogger("qwen_tts_gateway")
-SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
-
-
-@dataclass
-class Utterance:
-    """Text up to a flush or end; it is spoken by one engine request, started when the previous one is done."""
-    first_text_at: float = field(default_factory=time.monotonic)
-    parts: list[str] = field(default_factory=list)
-    chars: int = 0
-    closer: p.Flush | p.End | None = None
-    flush_id: int = 0
-    stream: EngineStream | None = None
-    truncated: bool = False          # the engine stopped it (frame cap) before it was closed: later text is dropped
-
-    @property
-    def blank(self) -> bool:
-        return not "".join(self.parts).strip()
 
 
 class Context:
@@ -49,7 +31,9 @@ class Context:
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
+        self.pending = 0                 # held against --max-pending-chars: its utterances not spoken yet
         self.last_activity = time.monotonic()
+        self.play_until = 0.0            # when a real-time player would finish the audio sent so far
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
 
@@ -61,8 +45,10 @@ class Context:
         if utterance.chars + len(text) > limit:
             raise p.ProtocolError(p.TEXT_TOO_LONG, f"an utterance holds at most {limit} characters: flush to start "
                                                    "the next one", self.id)
+        self._hold(len(text))
         utterance.chars += len(text)
         utterance.parts.append(text)
+        utterance.last_activity = time.monotonic()
         self.texts.append(text)
         if self.words:
             self.words.add_text(text)
@@ -74,7 +60,6 @@ class Context:
     def close_utterance(self, closer: p.Flush | p.End) -> None:
         self._check_open()
         utterance = self._open_utterance()
-        utterance.closer = closer
         if self.words:
             self.words.close_utterance()
         if isinstance(closer, p.End):
@@ -82,10 +67,15 @@ class Context:
         else:
             self.flushes += 1
             utterance.flush_id = self.flushes
-        if utterance.stream and not utterance.truncated:
-            utterance.stream.cancel() if utterance.blank else utterance.stream.close()
+        utterance.close(closer)
         self._start_next()
         self.changed.set()
+
+    def release_if_idle(self, now: float, after: float) -> None:
+        if self.utterances and self.utterances[0].release_if_idle(now, after):
+            if self.words:
+                self.words.close_utterance()
+            self.changed.set()
 
     def cancel(self) -> None:
         self.finished = True
@@ -95,6 +85,7 @@ class Context:
             if utterance.stream:
                 utterance.stream.cancel()
         self.utterances.clear()
+        self.pending = 0
         self.changed.set()
 
     def touch(self) -> None:
@@ -118,19 +109,24 @@ class Context:
     def _open_utterance(self) -> Utterance:
         self.touch()
         if not self.utterances or self.utterances[-1].closer:
+            self._hold(1)
             self.utterances.append(Utterance())
         return self.utterances[-1]
 
+    def _hold(self, n: int) -> None:
+        """Text not spoken yet, bounded per context and per socket: refused before memory grows."""
+        limits = self.session.gateway.config.limits
+        socket = sum(c.pending for c in self.session.contexts.values() if c is not self) + self.pending
+        if self.pending + n > limits.max_pending_chars or socket + n > limits.max_pending_chars_per_socket:
+            raise p.ProtocolError(p.TOO_MUCH_PENDING_TEXT, f"at most {limits.max_pending_chars} characters per "
+                                  f"context ({limits.max_pending_chars_per_socket} per socket) may wait to be spoken: "
+                                  "send text as it is spoken", self.id)
+        self.pending += n
+
     def _start_next(self) -> None:
         head = self.utterances[0] if self.utterances else None
-        if head is None or head.stream or not head.parts or head.closer and head.blank:
-            return
-        s, gw = self.settings, self.session.gateway
-        sampling = SamplingParams(**{k: getattr(s, k) for k in SAMPLING_FIELDS if getattr(s, k) is not None})
-        request = SynthesisRequest(text="".join(head.parts), voice=s.voice, language=s.language or "auto",
-                                   instruct=s.instruct, sampling=sampling, max_frames=gw.config.max_frames,
-                                   text_complete=head.closer is not None)
-        head.stream = EngineStream(gw.engine, gw.metrics, request, "websocket", head.first_text_at)
+        if head is not None and not head.stream and head.parts and not (head.closer and head.blank):
+            head.start(self.settings, self.session.gateway)
 
     # the context's task -------------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -142,6 +138,7 @@ class Context:
                 if not await self._wait(lambda: head.closer):
                     return
                 self.utterances.popleft()
+                self.pending -= head.pending
                 if self.words:
                     if head.stream is None:
                         self.words.add_audio(np.zeros(0, np.float32), final=True)
@@ -149,17 +146,17 @@ class Context:
                         self._start_next()       # the next utterance does not wait for this one's words
                     await self.words.settled()
                 if isinstance(head.closer, p.End):
-                    await self.session.finish(self, p.Done(self.id, self.ms(self.samples_sent)))
-                    return
-                await self.session.send(p.Flushed(self.id, head.flush_id))
+                    return self.session.finish(self, p.Done(self.id, self.ms(self.samples_sent)))
+                if not head.released:
+                    self.session.send(p.Flushed(self.id, head.flush_id))
                 self._start_next()
         except (p.ProtocolError, EngineInputError) as exc:
             if not self.finished:
-                await self.session.fail(self, exc.code, str(exc))
+                self.session.fail(self, exc.code, str(exc))
         except Exception:
             if not self.finished:
                 log.exception("context %s failed", self.id)
-                await self.session.fail(self, p.INTERNAL, "the engine failed this request; retry")
+                self.session.fail(self, p.INTERNAL, "the engine failed this request; retry")
 
     def _head_ready(self) -> bool:
         return bool(self.utterances) and bool(self.utterances[0].stream or self.utterances[0].closer)
@@ -177,11 +174,26 @@ class Context:
                 if self.finished:
                     return
                 self.samples_generated += len(chunk.pcm)
+                utterance.last_activity = time.monotonic()
                 if self.words:
                     self.words.add_audio(chunk.pcm, chunk.final)
                 data = self.encoder.encode(chunk.pcm) + (self.encoder.finish() if chunk.final else b"")
                 if data:
-                    await self.session.send_audio(self, data)
+                    self._send_audio(data)
         if not utterance.closer:
             utterance.truncated = True
             log.info("context %s: utterance stopped by the frame cap (%s)", self.id, utterance.stream.finish_reason)
+
+    def _send_audio(self, data: bytes) -> None:
+        fmt = self.session.format
+        if fmt.audio_format == "binary":
+            frame = p.pack_audio(self.id, self.seq, self.samples_sent, data)
+        else:
+            frame = p.encode(p.Audio(self.id, self.seq, self.samples_sent, data))
+        samples = len(data) // self.encoder.bytes_per_sample
+        self.seq += 1
+        self.samples_sent += samples
+        self.touch()
+        due = max(time.monotonic(), self.play_until)           # when a real-time player of the context needs it
+        self.play_until = due + samples / fmt.sample_rate
+        self.session.queue(frame, due)

@@ -15,6 +15,7 @@ from engine.audio_io import read_wav
 
 from . import protocol as p
 from .audio import SOURCE_RATE, to_pcm16, wav_header
+from .body import read_json
 from .streams import EngineStream
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -23,8 +24,8 @@ VOICE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_REFERENCE_SECONDS = 60
 UNSUPPORTED_FORMAT, INVALID_AUDIO, VOICE_EXISTS, NOT_FOUND = "unsupported_format", "invalid_audio", "voice_exists", \
     "not_found"
-STATUS = {p.UNAUTHORIZED: 401, NOT_FOUND: 404, VOICE_EXISTS: 409, p.BUSY: 503, p.NOT_READY: 503,
-          p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
+STATUS = {p.UNAUTHORIZED: 401, NOT_FOUND: 404, VOICE_EXISTS: 409, p.MESSAGE_TOO_LARGE: 413, p.BUSY: 503,
+          p.NOT_READY: 503, p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
 
 
 class ApiError(Exception):
@@ -33,11 +34,11 @@ class ApiError(Exception):
         self.code = code
 
 
-def error_response(gateway, code: str, message: str) -> JSONResponse:
+def error_response(gateway, code: str, message: str) -> Response:
     gateway.metrics.errors[code] += 1
     headers = {"Retry-After": "1"} if code in p.RETRYABLE else None
-    return JSONResponse({"error": {"code": code, "message": message, "type": "invalid_request_error"}},
-                        status_code=STATUS.get(code, 400), headers=headers)
+    body = p.to_json({"error": {"code": code, "message": message, "type": "invalid_request_error"}})
+    return Response(body, STATUS.get(code, 400), headers, "application/json")
 
 
 def api(handler):
@@ -53,29 +54,24 @@ def api(handler):
             return await handler(request, gateway)
         except (ApiError, EngineInputError, p.ProtocolError) as exc:
             return error_response(gateway, exc.code, str(exc))
+        except Exception:
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(gateway, p.INTERNAL, "internal error; retry")
     return endpoint
-
-
-async def _json_body(request: Request) -> dict:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise ApiError(p.INVALID_JSON, "request body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise ApiError(p.INVALID_REQUEST, "request body must be a JSON object")
-    return body
 
 
 def _field(body: dict, name: str, kind, default=None):
     value = body.get(name, default)
     if value is not None and not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise ApiError(p.INVALID_REQUEST, f"'{name}' must be {kind.__name__}")
+    if kind is str and value is not None and not p.is_unicode(value):
+        raise ApiError(p.INVALID_REQUEST, f"'{name}' must be valid Unicode (it holds a lone surrogate)")
     return value
 
 
 @api
 async def speech(request: Request, gateway) -> Response:
-    body = await _json_body(request)
+    body = await read_json(request, gateway.config.max_message_bytes)
     text, fmt = _field(body, "input", str), _field(body, "response_format", str, "wav")
     if not text:
         raise ApiError(p.INVALID_REQUEST, "'input' is required")
@@ -137,7 +133,7 @@ async def list_voices(request: Request, gateway) -> JSONResponse:
 @api
 async def register_voice(request: Request, gateway) -> JSONResponse:
     """{name, audio: base64 WAV, text: its transcript, [x_vector_only]}: the clone conditioning is computed once."""
-    body = await _json_body(request)
+    body = await read_json(request, gateway.config.limits.max_body_bytes)
     name = _field(body, "name", str) or ""
     if not VOICE_NAME.fullmatch(name):
         raise ApiError(p.INVALID_REQUEST, "'name' must be 1-64 characters of letters, digits, '_', '.', '-'")

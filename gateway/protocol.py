@@ -6,6 +6,7 @@ import base64
 import json
 import math
 import struct
+import sys
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import ClassVar, Mapping, get_type_hints
 
@@ -27,6 +28,8 @@ UNAUTHORIZED, INVALID_PARAMETER, NOT_READY, SHUTTING_DOWN = "unauthorized", "inv
 UNKNOWN_VOICE, UNKNOWN_LANGUAGE, EMPTY_TEXT, MISSING_REFERENCE = "unknown_voice", "unknown_language", "empty_text", \
     "missing_reference"
 INSTRUCT_NOT_SUPPORTED, TEXT_TOO_LONG, INVALID_REQUEST = "instruct_not_supported", "text_too_long", "invalid_request"
+GENERATION_FAILED = "generation_failed"              # this request made the engine fail; the others went on
+TOO_MUCH_PENDING_TEXT, SLOW_CONSUMER = "too_much_pending_text", "slow_consumer"
 ALIGNMENT_UNAVAILABLE = "alignment_unavailable"      # the one error that does not end its context
 RETRYABLE = frozenset({BUSY, INTERNAL, NOT_READY, SHUTTING_DOWN})
 
@@ -194,7 +197,22 @@ def encode(message: ServerMessage | ClientMessage) -> str:
     body = {"type": message.type, **asdict(message)}
     if isinstance(message, Audio):
         body["data"] = base64.b64encode(message.data).decode("ascii")
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return to_json(body)
+
+
+def to_json(body) -> str:
+    """Compact JSON that is valid UTF-8 whatever it echoes: lone surrogates are sent as \\u escapes."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return text if is_unicode(text) else json.dumps(body, separators=(",", ":"))
+
+
+def is_unicode(text: str) -> bool:
+    """No lone surrogates (JSON's \\udcff escapes decode to them): only such text can travel as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _HEADER = struct.Struct("<II")
@@ -221,9 +239,13 @@ def _check_field(name: str, hint, value):
     kind = kinds[allowed[0]]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise ValueError(f"field '{name}' must be {allowed[0].__name__}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"field '{name}' must be finite")
-    return float(value) if allowed[0] is float else value
+    if kind is str and not is_unicode(value):
+        raise ValueError(f"field '{name}' must be valid Unicode (it holds a lone surrogate)")
+    if allowed[0] is float:
+        value = float(value) if abs(value) <= sys.float_info.max else math.inf   # (a huge int overflows)
+        if not math.isfinite(value):
+            raise ValueError(f"field '{name}' must be finite")
+    return value
 
 
 def _build(cls, body: dict):
@@ -245,15 +267,6 @@ def _check_client(msg: ClientMessage) -> None:
         raise ValueError(f"context_id must be 1 to {MAX_CONTEXT_ID_BYTES} bytes of UTF-8")
     if cid == ALL_CONTEXTS and not isinstance(msg, Cancel):
         raise ValueError(f"context_id '{ALL_CONTEXTS}' is only for cancel")
-    if isinstance(msg, Text):
-        positive = {"temperature": msg.temperature, "top_p": msg.top_p, "repetition_penalty": msg.repetition_penalty}
-        for name, value in positive.items():
-            if value is not None and not value > 0:
-                raise ValueError(f"field '{name}' must be positive")
-        if msg.top_p is not None and msg.top_p > 1:
-            raise ValueError("field 'top_p' must be at most 1")
-        if msg.top_k is not None and msg.top_k < 0 or msg.seed is not None and not 0 <= msg.seed < 2 ** 63:
-            raise ValueError("fields 'top_k' and 'seed' must be non-negative (seed below 2**63)")
     if isinstance(msg, Cancel) and msg.played_ms is not None and msg.played_ms < 0:
         raise ValueError("field 'played_ms' must be non-negative")
 
@@ -262,16 +275,21 @@ def parse_client(raw: str) -> ClientMessage:
     """One client text frame -> message; raises ProtocolError with the code the server answers."""
     try:
         body = json.loads(raw)
-    except ValueError:
-        raise ProtocolError(INVALID_JSON, "message is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise ProtocolError(INVALID_JSON, "message is not valid JSON (or is nested too deeply)") from None
     if not isinstance(body, dict):
         raise ProtocolError(INVALID_MESSAGE, "message must be a JSON object")
     context_id = body.get("context_id")
-    if not isinstance(context_id, str) or context_id in ("", ALL_CONTEXTS):
-        context_id = None
-    cls = CLIENT_MESSAGES.get(body.get("type"))
+    if not isinstance(context_id, str) or context_id in ("", ALL_CONTEXTS) or not is_unicode(context_id) \
+            or len(context_id.encode("utf-8")) > MAX_CONTEXT_ID_BYTES:
+        context_id = None                   # an error about this message cannot name it
+    kind = body.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(INVALID_MESSAGE, f"field 'type' must be a string: one of {', '.join(CLIENT_MESSAGES)}",
+                            context_id)
+    cls = CLIENT_MESSAGES.get(kind)
     if cls is None:
-        raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {body.get('type')!r}; "
+        raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {kind!r:.40}; "
                                           f"expected one of {', '.join(CLIENT_MESSAGES)}", context_id)
     try:
         msg = _build(cls, body)

@@ -1,6 +1,5 @@
 """The ASGI app: the WebSocket route, health and metrics, the HTTP API; and a uvicorn server that drains first."""
 import asyncio
-import logging
 from contextlib import asynccontextmanager
 
 import uvicorn
@@ -10,12 +9,10 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from . import http_api
+from . import http_api, redact
 from . import protocol as p
 from .service import Gateway
 from .session import Session
-
-log = logging.getLogger("qwen_tts_gateway")
 
 
 async def tts_websocket(ws: WebSocket) -> None:
@@ -37,11 +34,6 @@ async def tts_websocket(ws: WebSocket) -> None:
     gateway.sessions.add(session)
     try:
         await session.run()
-    except Exception:
-        log.exception("session %s failed", session.id)
-        if not session.closed:
-            session.closed = True
-            await _refuse(ws, p.Error(p.INTERNAL, "internal error; reconnect", True), p.CLOSE_INTERNAL)
     finally:
         gateway.sessions.discard(session)
 
@@ -129,6 +121,10 @@ class GatewayServer(uvicorn.Server):
 def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str = "info") -> uvicorn.Config:
     # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009);
     # no per-message deflate: PCM hardly compresses, and zlib at a thousand streams' audio rate would take a core
-    return uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
-                          ws_max_size=16 * gateway.config.max_message_bytes, ws_per_message_deflate=False,
-                          timeout_graceful_shutdown=gateway.config.shutdown_grace)
+    limits = gateway.config.limits
+    config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
+                            ws_max_size=16 * gateway.config.max_message_bytes, ws_per_message_deflate=False,
+                            ws_ping_interval=limits.ws_ping_interval, ws_ping_timeout=limits.ws_ping_timeout,
+                            timeout_graceful_shutdown=gateway.config.shutdown_grace)
+    redact.install()                # after the config has set up uvicorn's loggers
+    return config

@@ -3,10 +3,11 @@ import asyncio
 import hmac
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from .core import EngineClient
+from .limits import Limits
 from .metrics import Metrics
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -23,6 +24,7 @@ class GatewayConfig:
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
     aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
+    limits: Limits = field(default_factory=Limits)
 
 
 class Gateway:
@@ -93,8 +95,7 @@ class Gateway:
         deadline = time.monotonic() + self.config.shutdown_grace
         while time.monotonic() < deadline and any(c.owes_audio for s in self.sessions for c in s.contexts.values()):
             await asyncio.sleep(0.05)
-        for session in list(self.sessions):
-            await session.shutdown("server shutting down")
+        await asyncio.gather(*[session.shutdown("server shutting down") for session in list(self.sessions)])
 
     async def close(self) -> None:
         if self.reporter is not None:

@@ -1,16 +1,18 @@
-"""One WebSocket: reads client messages, keeps its contexts, writes their audio and events in order."""
+"""One WebSocket: reads client messages, keeps its contexts, queues their audio and events in order for its writer."""
 import asyncio
-import time
+import logging
 import uuid
 from collections import OrderedDict
 
-from aligner.bargein import Spoken
 from engine import EngineInputError
 
 from . import protocol as p
-from .audio import SOURCE_RATE
 from .context import Context
+from .outbox import Outbox
+from .watchdog import watch
+from .words import cancelled
 
+log = logging.getLogger("qwen_tts_gateway")
 REMEMBERED_IDS = 4096        # finished context ids kept to answer late or reused ones
 
 
@@ -20,47 +22,60 @@ class Session:
         self.id = uuid.uuid4().hex
         self.contexts: dict[str, Context] = {}
         self.finished_ids: OrderedDict[str, None] = OrderedDict()
-        self.lock = asyncio.Lock()
-        self.closed = False
+        limits = gateway.config.limits
+        self.outbox = Outbox(websocket, limits.max_outbound_seconds, limits.max_outbound_bytes)
+        self.closed = False          # closing or closed: nothing more is queued
+        self.closing: asyncio.Task | None = None
 
     async def run(self) -> None:
         cfg = self.gateway.config
-        await self.send(p.Ready(self.id, self.format.sample_rate, self.format.encoding, cfg.max_contexts_per_socket,
-                                self.gateway.voices()))
-        reaper = asyncio.create_task(self._reap(cfg.context_timeout))
+        self.send(p.Ready(self.id, self.format.sample_rate, self.format.encoding, cfg.max_contexts_per_socket,
+                          self.gateway.voices()))
+        reaper = asyncio.create_task(watch(self))
+        stopped = asyncio.create_task(self.outbox.finished.wait())
         try:
             while True:
-                frame = await self.ws.receive()
+                receive = asyncio.ensure_future(self.ws.receive())
+                await asyncio.wait((receive, stopped), return_when=asyncio.FIRST_COMPLETED)
+                if not receive.done():           # the writer closed the socket (slow consumer, failed write)
+                    receive.cancel()
+                    break
+                frame = receive.result()
                 if frame["type"] == "websocket.disconnect":
                     break
-                await self._on_frame(frame)
+                self._on_frame(frame)
+        except Exception:
+            log.exception("session %s failed", self.id)
+            self.send(p.Error(p.INTERNAL, "internal error; reconnect", True))
+            await self._close(p.CLOSE_INTERNAL, "internal error")
         finally:
             reaper.cancel()
+            stopped.cancel()
             self.closed = True
             for ctx in list(self.contexts.values()):
                 self._retire(ctx)
+            self.outbox.stop()
 
     async def shutdown(self, reason: str) -> None:
         for ctx in list(self.contexts.values()):
-            await self.fail(ctx, p.SHUTTING_DOWN, reason)
-        async with self.lock:
-            if not self.closed:
-                self.closed = True
-                try:
-                    await self.ws.close(p.CLOSE_GOING_AWAY, reason)
-                except Exception:
-                    pass                        # the client left first
+            self.fail(ctx, p.SHUTTING_DOWN, reason)
+        await self._close(p.CLOSE_GOING_AWAY, reason)
+
+    async def _close(self, code: int, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            await self.outbox.close(code, reason)
 
     # reading -------------------------------------------------------------------------------------------------------
-    async def _on_frame(self, frame: dict) -> None:
+    def _on_frame(self, frame: dict) -> None:
         try:
             msg = self._parse(frame.get("text"))
         except p.ProtocolError as exc:
-            return await self._reject(exc.code, exc.message, exc.context_id)
+            return self._reject(exc.code, exc.message, exc.context_id)
         try:
-            await getattr(self, f"_on_{msg.type}")(msg)
+            getattr(self, f"_on_{msg.type}")(msg)
         except (p.ProtocolError, EngineInputError) as exc:
-            await self._reject(exc.code, str(exc), msg.context_id)
+            self._reject(exc.code, str(exc), msg.context_id)
 
     def _parse(self, raw: str | None) -> p.ClientMessage:
         limit = self.gateway.config.max_message_bytes
@@ -70,15 +85,15 @@ class Session:
             raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"message exceeds {limit} bytes: send text in smaller pieces")
         return p.parse_client(raw)
 
-    async def _reject(self, code: str, message: str, context_id: str | None) -> None:
+    def _reject(self, code: str, message: str, context_id: str | None) -> None:
         """An error about a context ends it; one about no context leaves everything as it was."""
         ctx = self.contexts.get(context_id)
         if ctx:
-            await self.fail(ctx, code, message)
+            self.fail(ctx, code, message)
         else:
-            await self.send(p.Error(code, message, code in p.RETRYABLE, context_id))
+            self.send(p.Error(code, message, code in p.RETRYABLE, context_id))
 
-    async def _on_text(self, msg: p.Text) -> None:
+    def _on_text(self, msg: p.Text) -> None:
         ctx = self.contexts.get(msg.context_id)
         if ctx:
             return ctx.add_text(msg.text)
@@ -100,13 +115,12 @@ class Session:
         self.gateway.open_contexts += 1
         ctx.task = asyncio.create_task(ctx.run())
 
-    async def _on_flush(self, msg: p.Flush) -> None:
+    def _on_flush(self, msg: p.Flush | p.End) -> None:
         self._existing(msg.context_id).close_utterance(msg)
 
-    async def _on_end(self, msg: p.End) -> None:
-        self._existing(msg.context_id).close_utterance(msg)
+    _on_end = _on_flush
 
-    async def _on_cancel(self, msg: p.Cancel) -> None:
+    def _on_cancel(self, msg: p.Cancel) -> None:
         if msg.context_id == p.ALL_CONTEXTS:
             targets = list(self.contexts.values())
         elif msg.context_id in self.finished_ids:
@@ -114,15 +128,9 @@ class Session:
         else:
             targets = [self._existing(msg.context_id)]
         for ctx in targets:
-            played = msg.played_ms if msg.played_ms is not None else ctx.ms(ctx.samples_sent)
-            cancelled = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
-            said = Spoken("", 0, "".join(ctx.texts)) if played == 0 else ctx.words.spoken(played) if ctx.words else None
-            if said:
-                cancelled.spoken_text, cancelled.spoken_until_char, cancelled.unspoken_text = said.text, said.until, \
-                    said.rest
-            await self.finish(ctx, cancelled)
+            self.finish(ctx, cancelled(ctx, msg.played_ms))
 
-    async def _on_keepalive(self, msg: p.Keepalive) -> None:
+    def _on_keepalive(self, msg: p.Keepalive) -> None:
         if msg.context_id is None:
             for ctx in self.contexts.values():
                 ctx.touch()
@@ -137,13 +145,6 @@ class Session:
         raise p.ProtocolError(p.UNKNOWN_CONTEXT, "no such context on this socket; a text message creates one",
                               context_id)
 
-    async def _reap(self, timeout: float) -> None:
-        while True:
-            await asyncio.sleep(min(1.0, timeout / 4))
-            now = time.monotonic()
-            for ctx in [c for c in self.contexts.values() if c.idle_seconds(now) > timeout]:
-                await self.fail(ctx, p.CONTEXT_TIMEOUT, f"no message for this context in {timeout:g} s")
-
     # ending contexts ---------------------------------------------------------------------------------------------
     def _retire(self, ctx: Context) -> None:
         ctx.cancel()
@@ -156,47 +157,36 @@ class Session:
         while len(self.finished_ids) > REMEMBERED_IDS:
             self.finished_ids.popitem(last=False)
 
-    async def finish(self, ctx: Context, last: p.ServerMessage) -> None:
+    def finish(self, ctx: Context, last: p.ServerMessage) -> None:
         """Send the context's last message (done, cancelled, error); nothing of it follows."""
         if ctx.finished:
             return
         self._retire(ctx)
-        await self.send(last)
+        self.send(last)
 
-    async def fail(self, ctx: Context, code: str, message: str) -> None:
-        await self.finish(ctx, p.Error(code, message, code in p.RETRYABLE, ctx.id))
+    def fail(self, ctx: Context, code: str, message: str) -> None:
+        self.finish(ctx, p.Error(code, message, code in p.RETRYABLE, ctx.id))
+
+    def drop_slow_consumer(self) -> None:
+        """Every context ends (its engine slot is free before the next step); what the client has not taken is
+        dropped; each context's error and the close (1008) follow if the client reads within CLOSE_TIMEOUT."""
+        self.outbox.drop()
+        message = "the client fell too far behind its audio (a slow consumer): read the socket as frames arrive"
+        for ctx in list(self.contexts.values()):
+            self.fail(ctx, p.SLOW_CONSUMER, message)
+        self.closing = asyncio.create_task(self._close(p.CLOSE_POLICY, "slow consumer"))
 
     # writing -------------------------------------------------------------------------------------------------------
-    async def send(self, msg: p.ServerMessage) -> None:
+    def send(self, msg: p.ServerMessage) -> None:
         if isinstance(msg, p.Error):
             self.gateway.metrics.errors[msg.code] += 1
-        async with self.lock:
-            if not self.closed:
-                await self._write(p.encode(msg))
+        self.queue(p.encode(msg))
 
-    async def send_event(self, ctx: Context, msg: p.ServerMessage) -> None:
+    def send_event(self, ctx: Context, msg: p.ServerMessage) -> None:
         """A message about a context that is not its last one: dropped once the context has ended."""
-        if isinstance(msg, p.Error):
-            self.gateway.metrics.errors[msg.code] += 1
-        async with self.lock:
-            if not (ctx.finished or self.closed):
-                await self._write(p.encode(msg))
+        if not ctx.finished:
+            self.send(msg)
 
-    async def send_audio(self, ctx: Context, data: bytes) -> None:
-        async with self.lock:
-            if ctx.finished or self.closed:
-                return
-            if self.format.audio_format == "binary":
-                frame = p.pack_audio(ctx.id, ctx.seq, ctx.samples_sent, data)
-            else:
-                frame = p.encode(p.Audio(ctx.id, ctx.seq, ctx.samples_sent, data))
-            ctx.seq += 1
-            ctx.samples_sent += len(data) // ctx.encoder.bytes_per_sample
-            ctx.touch()
-            await self._write(frame)
-
-    async def _write(self, frame: str | bytes) -> None:
-        try:
-            await (self.ws.send_text(frame) if isinstance(frame, str) else self.ws.send_bytes(frame))
-        except Exception:                       # the client is gone: the reader sees the disconnect and cleans up
-            self.closed = True
+    def queue(self, frame: str | bytes, due: float | None = None) -> None:
+        if not self.closed and not self.outbox.put(frame, due):
+            self.drop_slow_consumer()

@@ -18,6 +18,7 @@ class ServerThread:
         self.engine, self.aligner = engine, aligner
         self.gateway = Gateway(config or GatewayConfig(), client or starts.in_thread(engine, aligner))
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # a restart on the port: its closed sockets wait
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         app = create_app(self.gateway)

@@ -1,23 +1,36 @@
 """A context's word timestamps: the aligner's LiveWords, sending `words` events as words settle and one
-`alignment_unavailable` error (which does not end the context) if the aligner fails or stalls."""
+`alignment_unavailable` error (which does not end the context) if the aligner fails or stalls; and what was said when
+the context is cancelled."""
 import logging
 
 from aligner import LiveWords
+from aligner.bargein import Spoken
 
 from . import protocol as p
+from .audio import SOURCE_RATE
 
 log = logging.getLogger("qwen_tts_gateway")
 
 
 def context_words(ctx, service, timeout: float) -> LiveWords:
     async def send_words(words) -> None:
-        await ctx.session.send_event(ctx, p.Words(ctx.id, [w.word for w in words], [round(w.start, 3) for w in words],
+        ctx.session.send_event(ctx, p.Words(ctx.id, [w.word for w in words], [round(w.start, 3) for w in words],
                                                   [round(w.end, 3) for w in words], [w.char_start for w in words],
                                                   [w.char_end for w in words]))
 
     async def unavailable(reason: str) -> None:
         log.warning("context %s: word alignment unavailable (%s)", ctx.id, reason)
-        await ctx.session.send_event(ctx, p.Error(p.ALIGNMENT_UNAVAILABLE, f"word timestamps are unavailable for this "
+        ctx.session.send_event(ctx, p.Error(p.ALIGNMENT_UNAVAILABLE, f"word timestamps are unavailable for this "
                                                   f"context ({reason}); its audio continues", False, ctx.id))
 
     return LiveWords(service, ctx.settings.language or "auto", timeout, on_words=send_words, on_failure=unavailable)
+
+
+def cancelled(ctx, played_ms: float | None) -> p.Cancelled:
+    """The answer to `cancel`: what was played (the client's figure, or all sent) and, with word timings, said."""
+    played = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
+    msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
+    said = Spoken("", 0, "".join(ctx.texts)) if played == 0 else ctx.words.spoken(played) if ctx.words else None
+    if said:
+        msg.spoken_text, msg.spoken_until_char, msg.unspoken_text = said.text, said.until, said.rest
+    return msg

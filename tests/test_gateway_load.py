@@ -60,7 +60,7 @@ def test_fifty_concurrent_sockets_lose_nothing(server):
             assert sum(samples) == FRAMES * 1920 * rate // 24000 and last.audio_ms == FRAMES * 80
     gw = server.gateway
     deadline = time.monotonic() + 5
-    while (server.engine.num_active or gw.open_contexts) and time.monotonic() < deadline:
+    while (server.engine.num_active or gw.open_contexts or gw.sessions) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert (server.engine.num_active, gw.open_contexts, len(gw.sessions)) == (0, 0, 0)
     assert not gw.metrics.errors

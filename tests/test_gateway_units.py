@@ -1,9 +1,13 @@
-"""Protocol schemas and audio conversion, without a server."""
+"""Protocol schemas, audio conversion and the outbox, without a server."""
+import asyncio
+import time
+
 import numpy as np
 import pytest
 
 from gateway import protocol as p
 from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_pcm16, wav_header
+from gateway.outbox import Outbox
 
 
 @pytest.mark.parametrize("raw, code, context_id", [
@@ -13,7 +17,13 @@ from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_
     ('{"type": "text", "text": "hi"}', p.INVALID_MESSAGE, None),
     ('{"type": "text", "context_id": "a", "text": 5}', p.INVALID_MESSAGE, "a"),
     ('{"type": "text", "context_id": "a", "text": "x", "top_k": true}', p.INVALID_MESSAGE, "a"),
-    ('{"type": "text", "context_id": "a", "text": "x", "temperature": 0}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "a", "text": "x", "temperature": "hot"}', p.INVALID_MESSAGE, "a"),
+    ('{"type": [1], "context_id": "a"}', p.INVALID_MESSAGE, "a"),
+    ('{"type": {"text": 1}}', p.INVALID_MESSAGE, None),
+    ("[" * 30000 + "]" * 30000, p.INVALID_JSON, None),
+    ('{"type": "text", "context_id": "\\udcff", "text": "x"}', p.INVALID_MESSAGE, None),
+    ('{"type": "text", "context_id": "a", "text": "x", "voice": "\\udcff"}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "cancel", "context_id": "a", "played_ms": 1' + "0" * 400 + "}", p.INVALID_MESSAGE, "a"),
     ('{"type": "flush", "context_id": "*"}', p.INVALID_MESSAGE, None),
     ('{"type": "end", "context_id": ""}', p.INVALID_MESSAGE, None),
     ('{"type": "cancel", "context_id": "a", "played_ms": -1}', p.INVALID_MESSAGE, "a"),
@@ -88,3 +98,44 @@ def test_encodings():
     encoder = AudioEncoder(8000, "mulaw")
     assert len(encoder.encode(x[:3000]) + encoder.finish()) == 1000 and encoder.bytes_per_sample == 1
     assert wav_header(24000, 100)[40:44] == (100).to_bytes(4, "little") and len(wav_header(16000)) == 44
+
+
+class Socket:
+    """A WebSocket stand-in: records what is written; `fail` makes writes raise, `stall` makes them wait."""
+
+    def __init__(self, fail: bool = False, stall: bool = False):
+        self.sent, self.closed, self.fail, self.stall = [], None, fail, stall
+
+    async def send_text(self, frame):
+        if self.stall:
+            await asyncio.sleep(3600)
+        if self.fail:
+            raise RuntimeError("cannot send")
+        self.sent.append(frame)
+
+    send_bytes = send_text
+
+    async def close(self, code, reason=""):
+        self.closed = code
+
+
+def test_the_outbox_writes_in_order_closes_after_a_failed_write_and_sees_a_stalled_client():
+    async def run():
+        ok, failing, stalled = Socket(), Socket(fail=True), Socket(stall=True)
+        box = Outbox(ok, 1.0, 1000)
+        box.put("one"), box.put(b"two")
+        await box.close(p.CLOSE_GOING_AWAY, "bye")
+        broken = Outbox(failing, 1.0, 1000)
+        broken.put("lost")
+        await asyncio.wait_for(broken.finished.wait(), 5)
+        slow = Outbox(stalled, 0.2, 1000)
+        assert slow.put("first") and not slow.too_slow(time.monotonic())
+        await asyncio.sleep(0.3)
+        late = slow.put("second")
+        big = Outbox(stalled, 10.0, 100).put("x" * 200)
+        return ok, failing, late, big
+
+    ok, failing, late, big = asyncio.run(run())
+    assert ok.sent == ["one", b"two"] and ok.closed == p.CLOSE_GOING_AWAY
+    assert failing.closed == p.CLOSE_INTERNAL and not failing.sent                # never a silent socket
+    assert late is False and big is False

@@ -13,11 +13,11 @@ from gateway import protocol as p
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from ws_helpers import collect, recv, send, wait_idle
 
 KEY = "test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 FRAMES = 12
-TERMINAL = (p.Done, p.Cancelled, p.Error)
 
 
 @pytest.fixture(scope="module")
@@ -32,25 +32,6 @@ def server():
 
 def connect(srv, headers=AUTH, **query):
     return websockets.connect(srv.ws_url + (f"?{urlencode(query)}" if query else ""), additional_headers=headers)
-
-
-async def recv(ws, timeout: float = 30.0):
-    return p.parse_server(await asyncio.wait_for(ws.recv(), timeout))
-
-
-async def send(ws, *messages) -> None:
-    for msg in messages:
-        await ws.send(p.encode(msg))
-
-
-async def collect(ws, ids, log=None) -> dict[str, list]:
-    """Every message per context until each of `ids` got its last one; `log` gets all messages in order."""
-    by_id, log = {i: [] for i in ids}, [] if log is None else log
-    while not all(by_id[i] and isinstance(by_id[i][-1], TERMINAL) for i in ids):
-        msg = await recv(ws)
-        log.append(msg)
-        by_id.setdefault(msg.context_id, []).append(msg)
-    return by_id
 
 
 def audio_of(messages, bytes_per_sample: int = 2) -> bytes:
@@ -75,15 +56,6 @@ def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") 
     got, expected = decode(got).astype(np.int32), decode(expected).astype(np.int32)
     tolerance = 64 if encoding == "pcm_s16le" else 1024                   # 1024: one mu-law step, at most
     assert len(got) == len(expected) and np.abs(got - expected).max() <= tolerance
-
-
-def wait_idle(srv, timeout: float = 5.0) -> float:
-    """Seconds until the engine, contexts and sockets are all empty."""
-    t0, gw = time.monotonic(), srv.gateway
-    while srv.engine.num_active or gw.open_contexts or gw.sessions:
-        assert time.monotonic() - t0 < timeout, (srv.engine.num_active, gw.open_contexts)
-        time.sleep(0.005)
-    return time.monotonic() - t0
 
 
 def test_streamed_text_speaks_before_end_and_matches_the_engine(server):

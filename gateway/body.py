@@ -1,0 +1,26 @@
+"""An HTTP request's JSON body, refused (413) before it is read when its Content-Length, or the bytes that arrive,
+exceed a bound."""
+import json
+
+from starlette.requests import Request
+
+from . import protocol as p
+
+
+async def read_json(request: Request, limit: int) -> dict:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"request body exceeds {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"request body exceeds {limit} bytes")
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks))
+    except (ValueError, RecursionError):
+        raise p.ProtocolError(p.INVALID_JSON, "request body is not valid JSON (or is nested too deeply)") from None
+    if not isinstance(body, dict):
+        raise p.ProtocolError(p.INVALID_REQUEST, "request body must be a JSON object")
+    return body

@@ -1,0 +1,54 @@
+"""A context's text up to a flush or end, spoken by one engine request, started when the one before is done. An
+open utterance idle past --idle-release gives its engine slot back: its request ends and the context's next text
+starts a new one, without a `flushed` (keepalives keep the context, not the slot)."""
+import time
+from dataclasses import dataclass, field
+
+from engine import SamplingParams, SynthesisRequest
+
+from . import protocol as p
+from .streams import EngineStream
+
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
+
+
+@dataclass
+class Utterance:
+    first_text_at: float = field(default_factory=time.monotonic)
+    parts: list[str] = field(default_factory=list)
+    chars: int = 0
+    closer: p.Flush | p.End | None = None
+    flush_id: int = 0
+    released: bool = False           # closed by --idle-release, not by the client: no `flushed`
+    stream: EngineStream | None = None
+    truncated: bool = False          # the engine stopped it (frame cap) before it was closed: later text is dropped
+    last_activity: float = field(default_factory=time.monotonic)    # its last text or audio
+
+    @property
+    def blank(self) -> bool:
+        return not "".join(self.parts).strip()
+
+    @property
+    def pending(self) -> int:
+        """What it holds against --max-pending-chars until it is spoken: its characters, and one for its closer."""
+        return self.chars + 1
+
+    def start(self, s: p.Text, gateway) -> None:
+        sampling = SamplingParams(**{k: getattr(s, k) for k in SAMPLING_FIELDS if getattr(s, k) is not None})
+        request = SynthesisRequest(text="".join(self.parts), voice=s.voice, language=s.language or "auto",
+                                   instruct=s.instruct, sampling=sampling, max_frames=gateway.config.max_frames,
+                                   text_complete=self.closer is not None)
+        self.stream = EngineStream(gateway.engine, gateway.metrics, request, "websocket", self.first_text_at)
+
+    def close(self, closer: p.Flush | p.End) -> None:
+        self.closer = closer
+        if self.stream and not self.truncated:
+            self.stream.cancel() if self.blank else self.stream.close()
+
+    def release_if_idle(self, now: float, after: float) -> bool:
+        """Its engine request ends if it is open, holds a slot and had no text or audio for `after` seconds."""
+        if self.closer or not self.stream or self.stream.handle.done or now - self.last_activity < after:
+            return False
+        self.released = True
+        self.close(p.Flush(""))
+        return True
