@@ -24,7 +24,7 @@ FRAMES = 12
 @pytest.fixture(scope="module")
 def server():
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=4).start(),
-                       GatewayConfig(max_active=4, max_frames=FRAMES)).start()
+                       GatewayConfig(max_frames=FRAMES)).start()
     yield srv
     srv.stop()
 
@@ -112,7 +112,7 @@ def test_a_large_streamed_body_is_refused_once_the_bound_is_crossed(server):
 
 def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=2).start(),
-                       GatewayConfig(max_active=2, max_frames=400, limits=Limits(max_outbound_seconds=1.0)))
+                       GatewayConfig(max_frames=400, limits=Limits(max_outbound_seconds=1.0)))
     srv.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)      # a slow network: little in flight
     srv.start()
     gw = srv.gateway
@@ -124,9 +124,9 @@ def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
         async with websockets.connect(srv.ws_url, sock=sock, max_queue=1) as ws:
             text = "A long answer that goes on and on, so that there is plenty of audio to send. " * 4
             await send(ws, p.Text("a", text, seed=1), p.End("a"), p.Text("b", text, seed=2), p.End("b"))
-            await wait_until(lambda: gw.admission.active == 2, 10)
+            await wait_until(lambda: srv.engine.num_active == 2, 10)
             t0 = time.monotonic()                                       # reads nothing from here on
-            await wait_until(lambda: not (gw.admission.active or gw.engine.num_active or gw.open_contexts), 20)
+            await wait_until(lambda: not (srv.engine.num_active or gw.open_contexts), 20)
             freed = time.monotonic() - t0
             messages = []
             with contextlib.suppress(websockets.ConnectionClosedError):
@@ -146,7 +146,7 @@ def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
 
 def test_keepalives_keep_contexts_not_engine_slots():
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=32).start(),
-                       GatewayConfig(max_active=32, max_frames=20, context_timeout=30,
+                       GatewayConfig(max_frames=20, context_timeout=30,
                                      limits=Limits(idle_release=0.5))).start()
     gw = srv.gateway
 
@@ -157,11 +157,11 @@ def test_keepalives_keep_contexts_not_engine_slots():
             ids = {a: [f"a{k}" for k in range(16)], b: [f"b{k}" for k in range(16)]}
             for ws, cids in ids.items():
                 await send(ws, *[p.Text(cid, "Well,", seed=k) for k, cid in enumerate(cids)])
-            await wait_until(lambda: gw.admission.active == 32, 20)
+            await wait_until(lambda: srv.engine.num_active == 32, 20)
             await send(c, p.Text("late", "Can I speak?"))
             busy = await recv(c)
             t0 = time.monotonic()
-            while gw.admission.active:                                  # idle: only keepalives come
+            while srv.engine.num_active:                                  # idle: only keepalives come
                 await send(a, p.Keepalive()), await send(b, p.Keepalive())
                 await asyncio.sleep(0.1)
                 assert time.monotonic() - t0 < 20

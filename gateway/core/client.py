@@ -78,7 +78,8 @@ class EngineClient:
         self.send(("close", rid))
 
     def cancel(self, rid: int) -> None:
-        if self.requests.pop(rid, None) is not None:
+        """The request's last chunk (`cancelled`) or error still comes, and ends its handle."""
+        if rid in self.requests:
             self.send(("cancel", rid))
 
     def register_voice(self, name: str, ref) -> asyncio.Future:
