@@ -43,7 +43,7 @@ class FaultIsolation:
         """The streams to end for the step that raised `exc`, with their errors; the others go on."""
         sched, group = self.scheduler, self.probing
         self.probing = None
-        for s in [s for s in sched.running if s.num_tokens == 0]:     # admitted, not prefilled: they wait again
+        for s in [s for s in sched.running if s.num_c0 == 0]:         # admitted, not prefilled: they wait again
             sched.requeue(s)
         everyone = list(sched.running) + list(sched.waiting)
         if isinstance(exc, SERVER_FAULTS):

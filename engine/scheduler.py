@@ -77,7 +77,7 @@ class Scheduler:
         self.running.remove(seq)
         self.free_slots.appendleft(seq.slot)
         self.kv.release(seq)
-        seq.status, seq.slot, seq.fed, seq.eos_fed = Status.WAITING, -1, 0, False
+        seq.status, seq.slot, seq.fed, seq.eos_fed, seq.num_tokens = Status.WAITING, -1, 0, False, 0
         self.waiting.appendleft(seq)
 
     def finish(self, seq: Sequence, reason: str) -> None:
