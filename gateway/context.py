@@ -87,6 +87,8 @@ class Context:
         self.utterances.clear()
         self.pending = 0
         self.changed.set()
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()              # not left waiting on a chunk when the loop closes
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
