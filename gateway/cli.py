@@ -101,6 +101,9 @@ def _serve_parser(sub) -> None:
                        help="random aligner weights (published config, or tiny)")
     p.add_argument("--aligner-timeout", type=float, default=5.0,
                    help="seconds an alignment may take before the context's word timestamps are given up")
+    p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
+                   help="registered voices are stored here, in a folder per model, and survive restarts; replicas "
+                        "share it (on several nodes: a shared mount); '' keeps them in memory only")
     limits.add_arguments(p)
     p.add_argument("--log-level", default="info")
 
@@ -123,7 +126,7 @@ def serve(args) -> int:
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
-                      aligner=args.aligner, dummy_aligner=args.dummy_aligner)
+                      aligner=args.aligner, dummy_aligner=args.dummy_aligner, voices_dir=args.voices_dir or None)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))
