@@ -2,6 +2,7 @@
 of them, a deployment too: Ray restarts it if it dies, and a RayService deploys both from one import path
 (`gateway.replicas.app:build_app`)."""
 import asyncio
+import logging
 import shlex
 
 from ray import serve
@@ -12,6 +13,7 @@ from .balance import ReplicaTable
 from .proxy import HEAD_LIMIT, Proxy
 from .replica import GatewayReplica
 
+log = logging.getLogger("qwen_tts_gateway")
 POLL_S, MEMBERS_S = 0.25, 1.0
 QUIET = {"enable_access_log": False}        # no line per describe() and health check
 
@@ -28,8 +30,11 @@ class GatewayProxy:
         while True:
             if loop.time() >= members_due:
                 members_due = loop.time() + MEMBERS_S
-                described = await self.replicas.broadcast("describe").results_async(return_exceptions=True)
-                self.proxy.table.members([d for d in described if isinstance(d, dict)])
+                try:
+                    described = await self.replicas.broadcast("describe").results_async(return_exceptions=True)
+                    self.proxy.table.members([d for d in described if isinstance(d, dict)])
+                except Exception as exc:          # none running yet (DeploymentUnavailableError): ask again
+                    log.info("the replicas cannot be listed yet: %r", exc)
             await asyncio.gather(*(self.proxy.poll(r) for r in list(self.proxy.table.replicas.values())))
             await asyncio.sleep(POLL_S)
 
