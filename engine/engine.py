@@ -27,6 +27,7 @@ from .sequence import Sequence, Status
 from .steps import StepLoop
 from .turns import TurnGate
 from .validate import Validator
+from .voice_store import VoiceStore
 from .voices import VoiceCache
 
 log = logging.getLogger("qwen_tts_engine")
@@ -36,9 +37,10 @@ class Engine:
     def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
-                 compile_kernels: bool = True):
+                 compile_kernels: bool = True, voices_dir: str | None = None):
         """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
-        (engine/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower."""
+        (engine/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
+        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -60,7 +62,7 @@ class Engine:
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
-        self.voices = VoiceCache(model)
+        self.voices = VoiceCache(model, store=VoiceStore.for_model(voices_dir, model.name) if voices_dir else None)
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
         self.isolation = FaultIsolation(self.scheduler)

@@ -76,6 +76,11 @@ def _serve_parser(sub) -> None:
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
     p.add_argument("--workers", type=int, help="front-end processes sharing the port and the engine core "
                                                "(default: a quarter of the CPU cores, 1 to 4)")
+    p.add_argument("--replicas", metavar="N|auto", help="N whole serve units (engine core and front ends each) on Ray "
+                                                        "Serve behind this one endpoint; auto: one per visible GPU")
+    p.add_argument("--ray-address", help="with --replicas: the Ray cluster to join (auto: the local node's); "
+                                         "default: start a Ray of this process's own")
+    p.add_argument("--proxies", type=int, default=1, help="with --replicas: proxy processes sharing the port")
     p.add_argument("--max-sockets", type=int, default=4096, help="open WebSockets; beyond it new ones close with 1013")
     p.add_argument("--max-contexts-per-socket", type=int, default=16)
     p.add_argument("--max-active", type=int,
@@ -101,11 +106,14 @@ def _serve_parser(sub) -> None:
                        help="random aligner weights (published config, or tiny)")
     p.add_argument("--aligner-timeout", type=float, default=5.0,
                    help="seconds an alignment may take before the context's word timestamps are given up")
+    p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
+                   help="registered voices are stored here, in a folder per model, and survive restarts; replicas "
+                        "share it (on several nodes: a shared mount); '' keeps them in memory only")
     limits.add_arguments(p)
     p.add_argument("--log-level", default="info")
 
 
-def serve(args) -> int:
+def serve(args, argv: list[str]) -> int:
     import logging
 
     from .core import EngineSpec, starts
@@ -114,6 +122,9 @@ def serve(args) -> int:
     from .service import Gateway, GatewayConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.replicas:
+        from .replicas.launch import run
+        return run(args, argv)
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
@@ -123,7 +134,7 @@ def serve(args) -> int:
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
-                      aligner=args.aligner, dummy_aligner=args.dummy_aligner)
+                      aligner=args.aligner, dummy_aligner=args.dummy_aligner, voices_dir=args.voices_dir or None)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))
@@ -175,9 +186,12 @@ def main(argv=None) -> int:
     _synth_parser(sub)
     _serve_parser(sub)
     _align_parser(sub)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     try:
-        return {"synth": synth, "serve": serve, "align": align}[args.command](args)
+        if args.command == "serve":
+            return serve(args, argv[1:])
+        return {"synth": synth, "align": align}[args.command](args)
     except Exception as exc:
         from engine.request import EngineInputError
         from engine.weights import ModelLoadError

@@ -150,6 +150,7 @@ class EngineClient:
     def _ready(self, description: dict) -> None:
         self.info = description["info"]
         self.aligner = RemoteAligner(self) if description["aligner"] else None
+        self.voices.read(description["voices_dir"])
         self.validator = Validator(description["cfg"], self.voices, description["max_text_chars"])
         if not self.ready.done():
             self.ready.set_result(None)

@@ -1,18 +1,25 @@
 """What a front end holds of the core's state: the registered voices as last reported, and the aligner's submit."""
 from concurrent.futures import Future
 
+from engine.voice_store import VoiceStore
+
 
 class VoiceNames:
-    """The registered clone voices as the core last reported them (the core checks again at admission)."""
+    """The registered clone voices: the core's voice store read here, else the names as the core last reported them
+    (the core checks again at admission)."""
 
     def __init__(self):
         self.known: list[str] = []
+        self.store: VoiceStore | None = None
+
+    def read(self, voices_dir: str | None) -> None:
+        self.store = VoiceStore(voices_dir) if voices_dir else None
 
     def __contains__(self, name: str) -> bool:
-        return name in self.known
+        return name in self.known or self.store is not None and self.store.version(name) is not None
 
     def names(self) -> list[str]:
-        return list(self.known)
+        return self.store.names() if self.store is not None else list(self.known)
 
 
 class RemoteAligner:

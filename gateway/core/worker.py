@@ -130,7 +130,9 @@ class EngineWorker:
 
     def description(self) -> dict:
         e = self.engine
-        return dict(info=e.info, cfg=e.model.cfg, max_text_chars=e.validator.max_text_chars, aligner=bool(self.aligner))
+        store = e.voices.store
+        return dict(info=e.info, cfg=e.model.cfg, max_text_chars=e.validator.max_text_chars, aligner=bool(self.aligner),
+                    voices_dir=str(store.path) if store is not None else None)
 
     def stats(self) -> dict:
         stats = dict(self.engine.stats(), voices=self.engine.voices.names(), frontends=self.reports)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Capacity at 1 and at 2 replicas (the 2-GPU kind): the gateway load bench against `serve --replicas N`, then the
+# ratio of each `*_contexts_99` (the largest level >= 99% fully viable; goal: >= 1.9x).
+#   bash bench/gpu_replicas.sh ["SERVE ARGS"]       # default: --dummy 1.7B-CustomVoice --max-frames 150
+# LEVELS1 / LEVELS2: the closed-loop levels per run; PROXIES: proxy processes; OUT: where the results go.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+serve=${1:-"--dummy 1.7B-CustomVoice --max-frames 150"}
+out=${OUT:-bench/results}/replicas
+levels=([1]=${LEVELS1:-"256 512 768 1024"} [2]=${LEVELS2:-"512 1024 1536 2048"})
+for n in 1 2; do
+    python3 bench/load_bench.py --serve "--replicas $n --proxies ${PROXIES:-4} $serve" --concurrency ${levels[$n]} \
+        --text streamed whole --out "$out/r$n"
+done
+python3 - "$out" <<'PY'
+import json, sys
+one, two = (json.load(open(f"{sys.argv[1]}/r{n}/load_bench.json"))["summary"] for n in (1, 2))
+for key in sorted(k for k in one if k.endswith("_contexts_99")):
+    print(f"{key}: 1 replica {one[key]}, 2 replicas {two.get(key, 0)}, ratio {two.get(key, 0) / max(one[key], 1):.2f}x")
+PY

@@ -1,0 +1,66 @@
+"""Which replica takes a new socket or request: the least loaded of those that can take it, from what each replica's
+/metrics said at the last poll (a quarter of a second old at most) and the connections this proxy holds to it now."""
+import math
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+FRAME_MS = 80.0            # a step gives every running stream its next 80 ms frame
+
+
+@dataclass
+class Replica:
+    name: str
+    url: str
+    pid: int                          # its unit's process
+    ready: bool = False
+    info: dict | None = None          # its /health: the model's description
+    streams: float = 0.0              # engine streams admitted (tts_generating_requests)
+    max_active: float = math.inf      # the engine's slots (tts_max_active)
+    step_ms: float = 0.0              # the engine step's moving average (tts_engine_step_ms)
+    connections: int = 0              # sockets and requests this proxy relays to it now
+
+    @property
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.url)
+        return parts.hostname, parts.port
+
+    def full(self, max_step_ms: float | None) -> bool:
+        """Every slot taken, or a step slower than --max-step-ms: a new stream there would only get `busy`."""
+        return self.streams >= self.max_active or max_step_ms is not None and self.step_ms > max_step_ms
+
+    @property
+    def load(self) -> float:
+        """Its streams and this proxy's connections to it, weighed by its step time (a slower step: less room)."""
+        return (self.streams + self.connections + 1) * (1 + self.step_ms / FRAME_MS)
+
+
+class ReplicaTable:
+    def __init__(self, wanted: int, max_step_ms: float | None = None):
+        self.wanted, self.max_step_ms = wanted, max_step_ms
+        self.replicas: dict[str, Replica] = {}     # by url: a replaced replica comes back on another port
+        self.started = False                       # every wanted replica was ready once
+
+    def members(self, described: list[dict]) -> None:
+        """The replicas Ray Serve runs now (each one's describe())."""
+        urls = {d["url"]: d for d in described}
+        for url in set(self.replicas) - set(urls):
+            del self.replicas[url]
+        for url, d in urls.items():
+            self.replicas.setdefault(url, Replica(d["name"], url, d["pid"]))
+
+    def polled(self, replica: Replica, gauges: dict[str, float] | None) -> None:
+        """Its /metrics' gauges, or None: not ready (loading, failed, gone)."""
+        replica.ready = gauges is not None and replica.info is not None
+        if replica.ready:
+            replica.streams = gauges.get("tts_generating_requests", 0.0)
+            replica.max_active = gauges.get("tts_max_active", 0.0) or math.inf
+            replica.step_ms = gauges.get("tts_engine_step_ms", 0.0)
+        self.started |= len(self.ready()) >= self.wanted
+
+    def ready(self) -> list[Replica]:
+        return [r for r in self.replicas.values() if r.ready]
+
+    def choose(self) -> Replica | None:
+        """The least loaded ready replica with room; None when every one is full (or none is ready)."""
+        room = [r for r in self.ready() if not r.full(self.max_step_ms)]
+        return min(room, key=lambda r: r.load, default=None)
