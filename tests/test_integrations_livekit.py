@@ -10,11 +10,11 @@ pytest.importorskip("livekit.agents")
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError  # noqa: E402
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
 
-from gateway import protocol as p  # noqa: E402
-from integrations.livekit import QwenTTS  # noqa: E402
-from integrations.livekit.stream import timed  # noqa: E402
-from integrations.words import WordPieces  # noqa: E402
 from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
+from qwen_tts_client import protocol as p  # noqa: E402
+from qwen_tts_client.livekit import QwenTTS  # noqa: E402
+from qwen_tts_client.livekit.stream import timed  # noqa: E402
+from qwen_tts_client.words import WordPieces  # noqa: E402
 
 
 @pytest.fixture(scope="module")

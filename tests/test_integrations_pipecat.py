@@ -16,7 +16,7 @@ from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  #
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
 from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
-from integrations.pipecat import QwenTTSService  # noqa: E402
+from qwen_tts_client.pipecat import QwenTTSService  # noqa: E402
 
 
 @pytest.fixture(scope="module")
