@@ -9,9 +9,7 @@ name=$1 serve=$2
 shift 2
 out=${OUT:-bench/results}/$name
 mkdir -p "$out"
-# this checkout's gateway and client package (cwd is on python -m's path; the client is not at the top)
-PYTHONPATH="$PWD/clients/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m gateway.cli serve $serve --port 8000 \
-    > "$out/serve.log" 2>&1 &
+python3 -m gateway.cli serve $serve --port 8000 > "$out/serve.log" 2>&1 &
 pid=$!
 until curl -sf localhost:8000/health > /dev/null; do
     kill -0 $pid 2> /dev/null || { tail -30 "$out/serve.log"; exit 1; }
