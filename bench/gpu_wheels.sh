@@ -2,7 +2,8 @@
 # Wheels for the GPU machine (Python 3.12, no network there) into `.whl/` (git-ignored), carried with the device run
 # (`carry: [".whl"]`): the gateway's (serve, load_bench.py), py-spy (to sample serve's processes) and the official
 # qwen-tts's (for --official). On the machine:
-#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:bench/stubs
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+#   export PYTHONPATH=/tmp/site:bench/stubs:clients/python     # clients/python: the checkout's client package
 # transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
 # huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the 64 MiB
 # carry; the benchmarks' paths run no jitted code).

@@ -17,14 +17,15 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]      # this checkout's gateway and client
 
 from bench.load_client import ClientJob, run_client  # noqa: E402
 from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
 from bench.workload import workload  # noqa: E402
-from gateway import protocol as p  # noqa: E402
+from qwen_tts_client import protocol as p  # noqa: E402
 
 CONNECT_TIMEOUT_S = 600       # for the client processes to open their sockets
 

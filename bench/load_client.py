@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bench.client_health import watch_health
 from bench.load_socket import LoadSocket, Speech, Tally
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 BUSY_BACKOFF_S = 0.2          # a closed-loop slot refused with `busy` waits this long before its next context
 CONNECTING_AT_ONCE = 64

@@ -5,7 +5,7 @@ from collections import Counter
 import numpy as np
 
 from bench.metrics import summarize
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 
 def text_tag(row: dict) -> str:

@@ -45,7 +45,8 @@ class ServeProcess:
     def __init__(self, args: str, log_path: Path, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        paths = [str(ROOT), str(ROOT / "clients" / "python"), os.environ.get("PYTHONPATH")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
         self.log = open(log_path, "w")
         command = [sys.executable, "-m", "gateway.cli", "serve", *shlex.split(args), "--port", str(self.port)]
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)

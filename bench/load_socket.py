@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import websockets
 
 from bench.metrics import StreamRecord
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 CONNECT_TRIES = 20           # a socket refused with a retryable error (busy, not_ready) is tried again, 0.5 s apart
 

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]      # this checkout's gateway and client
 
 import websockets  # noqa: E402
 
 from bench.workload import workload  # noqa: E402
 from engine import Engine  # noqa: E402
-from gateway import protocol  # noqa: E402
 from gateway.service import GatewayConfig  # noqa: E402
 from gateway.testing import ServerThread  # noqa: E402
+from qwen_tts_client import protocol  # noqa: E402
 
 
 async def one_stream(url: str, text: str) -> tuple[float, int]:

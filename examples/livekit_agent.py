@@ -1,7 +1,8 @@
 """A LiveKit Agents voice agent that speaks with Qwen3-TTS through the gateway.
 
-    pip install -e ".[livekit]"
-    qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &       # or --dummy tiny --device cpu
+    pip install "./clients/python[livekit]"        # the agent's side: the client, without torch
+    qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &   # the gateway (pip install -e .), or
+                                                                            # --dummy tiny --device cpu
     python examples/livekit_agent.py dev         # the agent: LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET set
     python examples/livekit_agent.py say "Hello there, how are you?" agent.wav     # the TTS part alone
 
@@ -18,7 +19,7 @@ from livekit import rtc
 from livekit.agents import Agent, AgentServer, AgentSession, JobContext, cli, inference
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT
 
-from integrations.livekit import QwenTTS
+from qwen_tts_client.livekit import QwenTTS
 
 
 def make_tts() -> QwenTTS:

@@ -1,7 +1,8 @@
 """A Pipecat voice bot that speaks with Qwen3-TTS through the gateway.
 
-    pip install -e ".[pipecat]" "pipecat-ai[local,deepgram,openai,silero]"
-    qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &       # or --dummy tiny --device cpu
+    pip install "./clients/python[pipecat]" "pipecat-ai[local,deepgram,openai,silero]"   # the bot's side, no torch
+    qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &   # the gateway (pip install -e .), or
+                                                                            # --dummy tiny --device cpu
     DEEPGRAM_API_KEY=... OPENAI_API_KEY=... python examples/pipecat_bot.py      # talk to it (microphone, speaker)
     python examples/pipecat_bot.py say "Hello there, how are you?" bot.wav       # the TTS part alone
 
@@ -21,7 +22,7 @@ from pipecat.pipeline.worker import PipelineWorker, ProcessorUnusablePolicy
 from pipecat.processors.frame_processor import FrameProcessor
 from pipecat.workers.runner import WorkerRunner
 
-from integrations.pipecat import QwenTTSService
+from qwen_tts_client.pipecat import QwenTTSService
 
 
 def make_tts() -> QwenTTSService:

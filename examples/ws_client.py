@@ -14,7 +14,7 @@ import wave
 
 import websockets
 
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 CONTEXT = "turn-1"
 

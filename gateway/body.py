@@ -4,7 +4,7 @@ import json
 
 from starlette.requests import Request
 
-from . import protocol as p
+from qwen_tts_client import protocol as p
 
 
 async def read_json(request: Request, limit: int) -> dict:

@@ -9,8 +9,8 @@ from contextlib import aclosing, suppress
 import numpy as np
 
 from engine import EngineInputError
+from qwen_tts_client import protocol as p
 
-from . import protocol as p
 from .audio import AudioEncoder
 from .utterance import Utterance
 from .words import context_words

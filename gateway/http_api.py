@@ -12,8 +12,8 @@ from starlette.routing import Route
 
 from engine import EngineInputError, SynthesisRequest, VoiceRef
 from engine.audio_io import read_wav
+from qwen_tts_client import protocol as p
 
-from . import protocol as p
 from .audio import SOURCE_RATE, to_pcm16, wav_header
 from .body import read_json
 from .streams import EngineStream

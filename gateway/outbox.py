@@ -9,7 +9,7 @@ import time
 from collections import deque
 from contextlib import suppress
 
-from . import protocol as p
+from qwen_tts_client import protocol as p
 
 log = logging.getLogger("qwen_tts_gateway")
 CLOSE_TIMEOUT = 5.0                 # seconds a close may wait for a client that does not read

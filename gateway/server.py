@@ -9,8 +9,9 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from qwen_tts_client import protocol as p
+
 from . import http_api, redact
-from . import protocol as p
 from .service import Gateway
 from .session import Session
 

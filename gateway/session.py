@@ -5,8 +5,8 @@ import uuid
 from collections import OrderedDict
 
 from engine import EngineInputError
+from qwen_tts_client import protocol as p
 
-from . import protocol as p
 from .context import Context
 from .outbox import Outbox
 from .watchdog import watch

@@ -5,8 +5,8 @@ import time
 from dataclasses import dataclass, field
 
 from engine import SamplingParams, SynthesisRequest
+from qwen_tts_client import protocol as p
 
-from . import protocol as p
 from .streams import EngineStream
 
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")

@@ -3,7 +3,7 @@ past --idle-release give their engine slots back, and a client too far behind it
 import asyncio
 import time
 
-from . import protocol as p
+from qwen_tts_client import protocol as p
 
 
 async def watch(session) -> None:

@@ -5,8 +5,8 @@ import logging
 
 from aligner import LiveWords
 from aligner.bargein import Spoken
+from qwen_tts_client import protocol as p
 
-from . import protocol as p
 from .audio import SOURCE_RATE
 
 log = logging.getLogger("qwen_tts_gateway")

@@ -12,9 +12,9 @@ import websockets
 from aligner import Aligner, Word, spoken
 from aligner.text import segment
 from engine import Engine
-from gateway import protocol as p
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 
 
 class StandIn:

@@ -8,10 +8,10 @@ import httpx
 import pytest
 import websockets
 
-from gateway import protocol as p
 from gateway.core import EngineSpec, starts
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 
 
 @pytest.fixture()

@@ -11,11 +11,11 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway import protocol as p
 from gateway.limits import Limits
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
 from integration_helpers import wait_until
+from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
 
 FRAMES = 12

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from engine import Engine
-from gateway import protocol as p
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))

@@ -12,9 +12,9 @@ import websockets
 
 from engine import Engine
 from engine.audio_io import write_wav
-from gateway import protocol as p
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 
 FRAMES = 12
 

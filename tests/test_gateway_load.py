@@ -7,9 +7,9 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway import protocol as p
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 
 SOCKETS, FRAMES = 50, 8
 

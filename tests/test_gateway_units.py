@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from gateway import protocol as p
 from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_pcm16, wav_header
 from gateway.outbox import Outbox
+from qwen_tts_client import protocol as p
 
 
 @pytest.mark.parametrize("raw, code, context_id", [

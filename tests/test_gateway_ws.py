@@ -9,10 +9,10 @@ import pytest
 import websockets
 
 from engine import Engine, SamplingParams, SynthesisRequest
-from gateway import protocol as p
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
+from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
 
 KEY = "test-key"

@@ -10,11 +10,11 @@ pytest.importorskip("livekit.agents")
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError  # noqa: E402
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
 
-from gateway import protocol as p  # noqa: E402
-from integrations.livekit import QwenTTS  # noqa: E402
-from integrations.livekit.stream import timed  # noqa: E402
-from integrations.words import WordPieces  # noqa: E402
 from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
+from qwen_tts_client import protocol as p  # noqa: E402
+from qwen_tts_client.livekit import QwenTTS  # noqa: E402
+from qwen_tts_client.livekit.stream import timed  # noqa: E402
+from qwen_tts_client.words import WordPieces  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -70,29 +70,28 @@ def test_words_events_become_timed_strings_that_join_to_the_text():
 
 
 def test_synthesize_and_an_interrupted_stream_share_one_socket(server):
-    gw = server.gateway
-
     async def run():
         tts = make_tts(server)
         try:
             whole = await tts.synthesize("Good morning.").collect()
-            session = next(iter(gw.sessions))
+            sessions = server.state()["sessions"]
             stream = tts.stream()
             stream.push_text("This sentence is interrupted before it is spoken to its end")
             await anext(stream)                                        # the first audio: mid-utterance
-            assert gw.open_contexts == 1
+            assert server.state()["open_contexts"] == 1
             await stream.aclose()                                      # how an agent leaves an interrupted stream
-            await wait_until(lambda: gw.open_contexts == 0 and server.engine.num_active == 0, 2.0)
+            await wait_until(server.idle, 2.0)
             frames, _ = await speak(tts, PIECES)                       # the same socket still speaks
-            return whole, frames, session, list(gw.sessions), gw.metrics.errors.copy()
+            return whole, frames, sessions, server.state()
         finally:
             await tts.aclose()
 
-    whole, frames, session, sessions, errors = asyncio.run(run())
+    whole, frames, sessions, after = asyncio.run(run())
     # the framework's synthesize-from-stream helper flushes at the end, so it closes with a 10 ms silent marker
     assert FRAMES * 0.08 <= whole.duration <= FRAMES * 0.08 + 0.01 and whole.sample_rate == 24000
     assert sum(f.samples_per_channel for f in frames) == FRAMES * 1920
-    assert sessions == [session] and not errors                       # ended by `cancel`, not by a socket close
+    assert len(sessions) == 1 and after["sessions"] == sessions       # ended by `cancel`, not by a socket close
+    assert not after["errors"]
 
 
 def test_restart_reconnects_and_errors_are_clear():

@@ -18,7 +18,7 @@ import websockets
 
 from bench.load_server import ServeProcess
 from engine.audio_io import write_wav
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 pytest.importorskip("ray.serve")
 SOCKETS = 16

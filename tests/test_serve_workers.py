@@ -10,7 +10,7 @@ import psutil
 import websockets
 
 from bench.load_server import ServeProcess
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 SOCKETS = 16
 

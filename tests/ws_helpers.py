@@ -2,7 +2,7 @@
 import asyncio
 import time
 
-from gateway import protocol as p
+from qwen_tts_client import protocol as p
 
 TERMINAL = (p.Done, p.Cancelled, p.Error)
 

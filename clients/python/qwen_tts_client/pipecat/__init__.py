@@ -1,4 +1,4 @@
-"""Pipecat TTS service: `from integrations.pipecat import QwenTTSService` (extra `[pipecat]`)."""
+"""Pipecat TTS service: `from qwen_tts_client.pipecat import QwenTTSService` (extra `[pipecat]`)."""
 from .service import QwenTTSService, QwenTTSSettings
 
 __all__ = ["QwenTTSService", "QwenTTSSettings"]

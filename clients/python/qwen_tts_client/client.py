@@ -6,7 +6,7 @@ import uuid
 
 import websockets
 
-from gateway import protocol as p
+from . import protocol as p
 
 from .connection import CONNECTION_LOST, TIMEOUT, Endpoint, GatewayError, log, open_socket, server_messages
 

@@ -10,11 +10,12 @@ from pipecat.processors.frame_processor import FrameProcessorSetup
 from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import TextAggregationMode, WebsocketTTSService
 from pipecat.transcriptions.language import Language
+from pipecat.utils.tracing.service_decorators import traced_tts
 from pipecat.utils.types import NOT_GIVEN, NotGiven
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from gateway import protocol as p
+from .. import protocol as p
 
 from ..connection import (SPEECH_OPTIONS, Endpoint, GatewayError, gateway_language, open_socket, server_messages,
                           speech_options)
@@ -104,6 +105,7 @@ class QwenTTSService(WebsocketTTSService):
             await self._websocket.send(p.encode(p.Keepalive()))
 
     # sending ------------------------------------------------------------------------------------------------------
+    @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         if not self._reconnect_in_progress and (not self._websocket or self._websocket.state is not State.OPEN):
             await self._connect()

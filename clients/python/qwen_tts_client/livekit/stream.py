@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from livekit.agents import APIConnectionError, APIError, APIStatusError, APITimeoutError, tts, utils
 from livekit.agents.voice.io import TimedString
 
-from gateway import protocol as p
+from .. import protocol as p
 
 from ..client import Context
 from ..connection import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, GatewayError
@@ -19,7 +19,7 @@ from ..words import WordPieces
 if TYPE_CHECKING:
     from .tts import QwenTTS
 
-log = logging.getLogger("integrations.livekit")
+log = logging.getLogger("qwen_tts_client.livekit")
 STATUS = {p.UNAUTHORIZED: 401, p.BUSY: 503, p.NOT_READY: 503, p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
 
 

@@ -1,5 +1,5 @@
 """A context's text cut at its timed words (`words` events), for the frameworks' word-level transcripts."""
-from gateway import protocol as p
+from . import protocol as p
 
 
 class WordPieces:

@@ -1,5 +1,5 @@
 """How the integrations reach the gateway: the socket's URL and key, the handshake, a context's speech options, and
-the errors, all on gateway/protocol.py (the single source of every message schema). Framework-free."""
+the errors, all on the protocol package (the single source of every message schema). Framework-free."""
 import asyncio
 import logging
 from collections.abc import AsyncIterator
@@ -8,9 +8,9 @@ from urllib.parse import urlencode, urlsplit
 
 import websockets
 
-from gateway import protocol as p
+from . import protocol as p
 
-log = logging.getLogger("qwen_tts_gateway.client")
+log = logging.getLogger("qwen_tts_client")
 WEBSOCKET_PATH = "/v1/tts/websocket"
 CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT = "connection_failed", "connection_lost", "timeout"   # client-side codes
 LANGUAGES = {"zh": "chinese", "en": "english", "de": "german", "it": "italian", "pt": "portuguese", "es": "spanish",

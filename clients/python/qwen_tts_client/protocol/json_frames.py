@@ -1,0 +1,114 @@
+"""JSON text frames: messages encoded for the socket, a client's frames parsed and validated as the server answers
+them, and a server's frames parsed for clients."""
+import base64
+import json
+import math
+import sys
+from dataclasses import MISSING, asdict, fields
+from typing import get_type_hints
+
+from .audio_frames import unpack_audio
+from .codes import INVALID_JSON, INVALID_MESSAGE, UNKNOWN_TYPE
+from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, MAX_CONTEXT_ID_BYTES, SERVER_MESSAGES, Audio, Cancel,
+                       ClientMessage, ProtocolError, ServerMessage)
+
+
+def encode(message: ServerMessage | ClientMessage) -> str:
+    body = {"type": message.type, **asdict(message)}
+    if isinstance(message, Audio):
+        body["data"] = base64.b64encode(message.data).decode("ascii")
+    return to_json(body)
+
+
+def to_json(body) -> str:
+    """Compact JSON that is valid UTF-8 whatever it echoes: lone surrogates are sent as \\u escapes."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return text if is_unicode(text) else json.dumps(body, separators=(",", ":"))
+
+
+def is_unicode(text: str) -> bool:
+    """No lone surrogates (JSON's \\udcff escapes decode to them): only such text can travel as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_field(name: str, hint, value):
+    kinds = {str: str, bool: bool, int: int, float: (int, float)}
+    allowed = [t for t in getattr(hint, "__args__", (hint,)) if t is not type(None)]
+    if value is None and type(None) in getattr(hint, "__args__", ()):
+        return None
+    kind = kinds[allowed[0]]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ValueError(f"field '{name}' must be {allowed[0].__name__}")
+    if kind is str and not is_unicode(value):
+        raise ValueError(f"field '{name}' must be valid Unicode (it holds a lone surrogate)")
+    if allowed[0] is float:
+        value = float(value) if abs(value) <= sys.float_info.max else math.inf   # (a huge int overflows)
+        if not math.isfinite(value):
+            raise ValueError(f"field '{name}' must be finite")
+    return value
+
+
+def _build(cls, body: dict):
+    values = {}
+    for f, hint in _FIELDS[cls]:
+        if f.name in body:
+            values[f.name] = _check_field(f.name, hint, body[f.name])
+        elif f.default is MISSING:
+            raise ValueError(f"missing field '{f.name}'")
+    return cls(**values)
+
+
+_FIELDS = {cls: [(f, get_type_hints(cls)[f.name]) for f in fields(cls)] for cls in CLIENT_MESSAGES.values()}
+
+
+def _check_client(msg: ClientMessage) -> None:
+    cid = msg.context_id
+    if cid is not None and not 0 < len(cid.encode("utf-8")) <= MAX_CONTEXT_ID_BYTES:
+        raise ValueError(f"context_id must be 1 to {MAX_CONTEXT_ID_BYTES} bytes of UTF-8")
+    if cid == ALL_CONTEXTS and not isinstance(msg, Cancel):
+        raise ValueError(f"context_id '{ALL_CONTEXTS}' is only for cancel")
+    if isinstance(msg, Cancel) and msg.played_ms is not None and msg.played_ms < 0:
+        raise ValueError("field 'played_ms' must be non-negative")
+
+
+def parse_client(raw: str) -> ClientMessage:
+    """One client text frame -> message; raises ProtocolError with the code the server answers."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ProtocolError(INVALID_JSON, "message is not valid JSON (or is nested too deeply)") from None
+    if not isinstance(body, dict):
+        raise ProtocolError(INVALID_MESSAGE, "message must be a JSON object")
+    context_id = body.get("context_id")
+    if not isinstance(context_id, str) or context_id in ("", ALL_CONTEXTS) or not is_unicode(context_id) \
+            or len(context_id.encode("utf-8")) > MAX_CONTEXT_ID_BYTES:
+        context_id = None                   # an error about this message cannot name it
+    kind = body.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(INVALID_MESSAGE, f"field 'type' must be a string: one of {', '.join(CLIENT_MESSAGES)}",
+                            context_id)
+    cls = CLIENT_MESSAGES.get(kind)
+    if cls is None:
+        raise ProtocolError(UNKNOWN_TYPE, f"unknown message type {kind!r:.40}; "
+                                          f"expected one of {', '.join(CLIENT_MESSAGES)}", context_id)
+    try:
+        msg = _build(cls, body)
+        _check_client(msg)
+    except ValueError as exc:
+        raise ProtocolError(INVALID_MESSAGE, f"{cls.type}: {exc}", context_id) from None
+    return msg
+
+
+def parse_server(frame: str | bytes) -> ServerMessage:
+    """One server frame (JSON text or binary audio) -> message: for clients."""
+    if isinstance(frame, bytes):
+        return unpack_audio(frame)
+    body = json.loads(frame)
+    cls = SERVER_MESSAGES[body.pop("type")]
+    if cls is Audio:
+        body["data"] = base64.b64decode(body["data"])
+    return cls(**{f.name: body[f.name] for f in fields(cls) if f.name in body})
