@@ -2,7 +2,8 @@
 it may add its own at a boundary), and the frames it sends itself: an error, a close, a refusal's handshake."""
 import base64
 import hashlib
-import json
+
+from qwen_tts_client import protocol as p
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TEXT, CLOSE = 0x1, 0x8
@@ -64,7 +65,7 @@ def frame(opcode: int, payload: bytes) -> bytes:
 
 def error_and_close(code: str, message: str, close_code: int) -> bytes:
     """The protocol's socket-wide error (no context_id), then a close frame."""
-    error = json.dumps({"type": "error", "code": code, "message": message, "retryable": True})
+    error = p.encode(p.Error(code, message, code in p.RETRYABLE))
     return frame(TEXT, error.encode()) + frame(CLOSE, close_code.to_bytes(2, "big") + code.encode()[:100])
 
 
