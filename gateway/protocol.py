@@ -13,7 +13,7 @@ from typing import ClassVar, Mapping, get_type_hints
 PROTOCOL_VERSION = 1
 AUDIO_FRAME_VERSION = 1
 SAMPLE_RATES = (24000, 16000, 8000)
-ENCODINGS = ("pcm_s16le", "mulaw")
+ENCODINGS = ("pcm_s16le", "mulaw", "alaw", "opus")
 AUDIO_FORMATS = ("binary", "base64")
 ALL_CONTEXTS = "*"
 MAX_CONTEXT_ID_BYTES = 255
@@ -102,6 +102,7 @@ class Ready:
     max_contexts: int
     voices: list[str]
     protocol: int = PROTOCOL_VERSION
+    packet_ms: int | None = None      # opus: every audio message is one raw Opus packet of this many ms
 
 
 @dataclass

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from . import http_api, redact
+from . import http_api, openai_speech, redact
 from . import protocol as p
 from .service import Gateway
 from .session import Session
@@ -90,7 +90,7 @@ def create_app(gateway: Gateway) -> Starlette:
         await gateway.close()
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
-              Route("/metrics", metrics), *http_api.routes]
+              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app

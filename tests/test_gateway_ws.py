@@ -47,7 +47,8 @@ def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "
     """The same request run on the engine directly, converted as the socket converts it."""
     request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed))
     encoder = AudioEncoder(rate, encoding)
-    return b"".join(encoder.encode(c.pcm) for c in srv.engine.submit(request).iter_blocking()) + encoder.finish()
+    chunks = srv.engine.submit(request).iter_blocking()
+    return b"".join(data for c in chunks for data, _ in encoder.encode(c.pcm, c.final))
 
 
 def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") -> None:
