@@ -102,7 +102,7 @@ class AudioEncoder:
         return [(data, len(pcm))] if len(pcm) else []
 
     async def encode_async(self, pcm: np.ndarray, final: bool = False) -> list[tuple[bytes, int]]:
-        """encode(); Opus in a thread: up to 3 ms a chunk, which the event loop's other sockets should not wait for."""
+        """encode(); Opus in a thread: 3-4 ms for a 16-frame chunk, which the loop's other sockets should not wait for."""
         if self.encoding == "opus":
             return await asyncio.to_thread(self.encode, pcm, final)
         return self.encode(pcm, final)
