@@ -22,7 +22,7 @@ from .voice_map import resolve
 log = logging.getLogger("qwen_tts_gateway")
 UNSUPPORTED_FORMAT = "unsupported_format"
 STREAM_FORMATS = ("audio", "sse")
-STREAMING_CLIENT = "x-stainless-raw-response"     # the OpenAI SDKs send "stream" with `with_streaming_response`
+STREAMING_CLIENT = "x-stainless-raw-response"     # the OpenAI Python SDK sends "stream" with `with_streaming_response`
 
 
 @api
