@@ -58,6 +58,7 @@ class LoadSocket:
     def __init__(self, ws, ready: p.Ready, tally: Tally):
         self.ws, self.tally, self.max_contexts = ws, tally, ready.max_contexts
         self.rate, self.bytes_per_sample = ready.sample_rate, 2 if ready.encoding == "pcm_s16le" else 1
+        self.packet_samples = ready.packet_ms and ready.sample_rate * ready.packet_ms // 1000     # opus: per message
         self.contexts: dict[str, Context] = {}
         self.ids = itertools.count()
         self.reader = asyncio.create_task(self._read())
@@ -126,7 +127,7 @@ class LoadSocket:
     def _on_message(self, ctx: Context, msg: p.ServerMessage, now: float) -> None:
         ctx.last_message = now
         if isinstance(msg, p.Audio):
-            samples = len(msg.data) // self.bytes_per_sample
+            samples = self.packet_samples or len(msg.data) // self.bytes_per_sample
             if msg.sample_offset != ctx.next_offset & 0xFFFFFFFF:
                 return ctx.finish("sample_gap")          # the stream lost or repeated audio: a server bug
             ctx.next_offset += samples

@@ -1,30 +1,48 @@
-"""The OpenAI-compatible HTTP API: list the voices, then speak a text into a WAV file, streamed as it is generated.
+"""The OpenAI-compatible HTTP API with the standard library alone: list the voices, then speak a text into a file as
+it is generated. `--out x.wav` streams raw PCM and wraps it with `wave`, which writes the exact sizes; `.mp3`, `.opus`
+and `.aac` are written as they stream; `.flac` comes whole, its header exact.
 
     qwen-tts-gateway serve --dummy tiny --device cpu &
     python examples/http_speech.py --text "Hello from the gateway." --out speech.wav
 """
 import argparse
+import json
 import time
+import urllib.error
+import urllib.request
+import wave
+from pathlib import Path
 
-import httpx
+
+def call(args, path: str, body: dict | None = None):
+    headers = {"Content-Type": "application/json"}
+    if args.api_key:
+        headers["Authorization"] = f"Bearer {args.api_key}"
+    data = None if body is None else json.dumps(body).encode()
+    try:
+        return urllib.request.urlopen(urllib.request.Request(args.url + path, data, headers), timeout=120)
+    except urllib.error.HTTPError as exc:
+        raise SystemExit(f"{exc.code}: {exc.read().decode()}") from None
 
 
 def main(args) -> None:
-    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    with httpx.Client(base_url=args.url, headers=headers, timeout=120) as client:
-        voices = [v["name"] for v in client.get("/v1/voices").raise_for_status().json()["voices"]]
-        print("voices:", ", ".join(voices))
-        body = {"model": "qwen3-tts", "input": args.text, "voice": args.voice or next(iter(voices), None),
-                "language": args.language, "response_format": "wav", "stream": True}
-        t0, first = time.monotonic(), None
-        with client.stream("POST", "/v1/audio/speech", json=body) as response:
-            if response.status_code != 200:
-                raise SystemExit(f"{response.status_code}: {response.read().decode()}")
-            with open(args.out, "wb") as out:
-                for chunk in response.iter_bytes():
-                    first = first or time.monotonic() - t0
-                    out.write(chunk)
-        print(f"first bytes after {first * 1000:.0f} ms, all after {(time.monotonic() - t0) * 1000:.0f} ms: {args.out}")
+    with call(args, "/v1/voices") as response:
+        voices = [v["name"] for v in json.load(response)["voices"]]
+    print("voices:", ", ".join(voices))
+    suffix = Path(args.out).suffix.lstrip(".").lower()
+    body = {"model": "qwen3-tts", "input": args.text, "voice": args.voice or next(iter(voices), None),
+            "language": args.language, "response_format": "pcm" if suffix == "wav" else suffix}
+    t0, first = time.monotonic(), None
+    with call(args, "/v1/audio/speech", body) as response, open(args.out, "wb") as file:
+        out = wave.open(file, "wb") if suffix == "wav" else None
+        if out:
+            out.setnchannels(1), out.setsampwidth(2), out.setframerate(24000)     # the gateway's PCM
+        while chunk := response.read1(65536):                                     # as it arrives
+            first = first or time.monotonic() - t0
+            out.writeframes(chunk) if out else file.write(chunk)
+        if out:
+            out.close()                                                           # writes the sizes
+    print(f"first bytes after {first * 1000:.0f} ms, all after {(time.monotonic() - t0) * 1000:.0f} ms: {args.out}")
 
 
 if __name__ == "__main__":
@@ -34,5 +52,5 @@ if __name__ == "__main__":
     parser.add_argument("--text", default="Hello from the gateway.")
     parser.add_argument("--voice", help="default: the first voice the server lists")
     parser.add_argument("--language", default="auto")
-    parser.add_argument("--out", default="speech.wav")
+    parser.add_argument("--out", default="speech.wav", help=".wav, .mp3, .opus, .aac or .flac")
     main(parser.parse_args())

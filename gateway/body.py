@@ -1,5 +1,5 @@
 """An HTTP request's JSON body, refused (413) before it is read when its Content-Length, or the bytes that arrive,
-exceed a bound."""
+exceed a bound; and its fields, checked."""
 import json
 
 from starlette.requests import Request
@@ -24,3 +24,14 @@ async def read_json(request: Request, limit: int) -> dict:
     if not isinstance(body, dict):
         raise p.ProtocolError(p.INVALID_REQUEST, "request body must be a JSON object")
     return body
+
+
+def body_field(body: dict, name: str, kind, default=None):
+    """body[name] if it is of `kind` (a type or a tuple of types), else invalid_request."""
+    value = body.get(name, default)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+        raise p.ProtocolError(p.INVALID_REQUEST, f"'{name}' must be {' or '.join(k.__name__ for k in kinds)}")
+    if isinstance(value, str) and not p.is_unicode(value):
+        raise p.ProtocolError(p.INVALID_REQUEST, f"'{name}' must be valid Unicode (it holds a lone surrogate)")
+    return value

@@ -4,7 +4,7 @@ import os
 import sys
 import time
 
-from . import limits
+from . import limits, voice_map
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -109,6 +109,8 @@ def _serve_parser(sub) -> None:
     p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
                    help="registered voices are stored here, in a folder per model, and survive restarts; replicas "
                         "share it (on several nodes: a shared mount); '' keeps them in memory only")
+    p.add_argument("--voice-map", type=voice_map.parse, default=voice_map.OPENAI_VOICES, metavar="ALIAS=VOICE,...",
+                   help="OpenAI voice names for POST /v1/audio/speech, over the default table (docs/protocol.md)")
     limits.add_arguments(p)
     p.add_argument("--log-level", default="info")
 
@@ -130,7 +132,8 @@ def serve(args, argv: list[str]) -> int:
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
-                           aligner_timeout=args.aligner_timeout, limits=limits.from_args(args))
+                           aligner_timeout=args.aligner_timeout, voice_map=args.voice_map,
+                           limits=limits.from_args(args))
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,

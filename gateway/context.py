@@ -179,20 +179,19 @@ class Context:
                 utterance.last_activity = time.monotonic()
                 if self.words:
                     self.words.add_audio(chunk.pcm, chunk.final)
-                data = self.encoder.encode(chunk.pcm) + (self.encoder.finish() if chunk.final else b"")
-                if data:
-                    self._send_audio(data)
+                for data, samples in await self.encoder.encode_async(chunk.pcm, chunk.final):
+                    if not self.finished:               # cancelled while Opus was encoding in a thread
+                        self._send_audio(data, samples)
         if not utterance.closer:
             utterance.truncated = True
             log.info("context %s: utterance stopped by the frame cap (%s)", self.id, utterance.stream.finish_reason)
 
-    def _send_audio(self, data: bytes) -> None:
+    def _send_audio(self, data: bytes, samples: int) -> None:
         fmt = self.session.format
         if fmt.audio_format == "binary":
             frame = p.pack_audio(self.id, self.seq, self.samples_sent, data)
         else:
             frame = p.encode(p.Audio(self.id, self.seq, self.samples_sent, data))
-        samples = len(data) // self.encoder.bytes_per_sample
         self.seq += 1
         self.samples_sent += samples
         self.touch()

@@ -11,7 +11,7 @@ from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
 
-from . import http_api, redact
+from . import http_api, openai_speech, redact
 from .service import Gateway
 from .session import Session
 
@@ -91,7 +91,7 @@ def create_app(gateway: Gateway) -> Starlette:
         await gateway.close()
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
-              Route("/metrics", metrics), *http_api.routes]
+              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app

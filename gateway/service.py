@@ -9,6 +9,7 @@ from typing import Mapping
 from .core import EngineClient
 from .limits import Limits
 from .metrics import Metrics
+from .voice_map import OPENAI_VOICES
 
 log = logging.getLogger("qwen_tts_gateway")
 
@@ -24,6 +25,7 @@ class GatewayConfig:
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
     aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
+    voice_map: dict[str, str] = field(default_factory=lambda: dict(OPENAI_VOICES))   # HTTP: OpenAI names -> voices
     limits: Limits = field(default_factory=Limits)
 
 

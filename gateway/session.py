@@ -7,6 +7,7 @@ from collections import OrderedDict
 from engine import EngineInputError
 from qwen_tts_client import protocol as p
 
+from .codecs import OPUS_PACKET_MS
 from .context import Context
 from .outbox import Outbox
 from .watchdog import watch
@@ -30,7 +31,7 @@ class Session:
     async def run(self) -> None:
         cfg = self.gateway.config
         self.send(p.Ready(self.id, self.format.sample_rate, self.format.encoding, cfg.max_contexts_per_socket,
-                          self.gateway.voices()))
+                          self.gateway.voices(), packet_ms=OPUS_PACKET_MS if self.format.encoding == "opus" else None))
         reaper = asyncio.create_task(watch(self))
         stopped = asyncio.create_task(self.outbox.finished.wait())
         try:

@@ -63,7 +63,8 @@ def test_speech_returns_a_wav_and_reuses_the_registered_voice(http, voice):
     name, calls = voice
     assert {"name": name, "type": "clone"} in http.get("/v1/voices").json()["voices"]
     for _ in range(2):
-        response = http.post("/v1/audio/speech", json={"model": "tts-1", "input": "Hello from the clone.", "voice": name})
+        body = {"model": "tts-1", "input": "Hello from the clone.", "voice": name, "response_format": "wav"}
+        response = http.post("/v1/audio/speech", json=body)
         assert response.status_code == 200 and response.headers["content-type"] == "audio/wav"
         rate, channels, width, frames = read_wav(response.content)
         assert (rate, channels, width) == (24000, 1, 2) and 0 < frames <= FRAMES * 1920 and frames % 1920 == 0
@@ -72,7 +73,8 @@ def test_speech_returns_a_wav_and_reuses_the_registered_voice(http, voice):
 
 def test_speech_streams_when_asked(http, voice):
     chunks = []
-    body = {"input": "Streaming is faster to first audio.", "voice": voice[0], "stream": True}
+    body = {"input": "Streaming is faster to first audio.", "voice": voice[0], "response_format": "wav",
+            "stream": True}                                       # the field from before stream_format
     with http.stream("POST", "/v1/audio/speech", json=body) as response:
         assert response.status_code == 200
         chunks = list(response.iter_raw())
@@ -100,7 +102,10 @@ def test_clone_voice_over_the_websocket(server, voice):
 
 
 @pytest.mark.parametrize("body, status, code", [
-    ({"input": "Hi", "voice": "alice", "response_format": "mp3"}, 400, "unsupported_format"),
+    ({"input": "Hi", "voice": "alice", "response_format": "ogg"}, 400, "unsupported_format"),
+    ({"input": "Hi", "voice": "alice", "stream_format": "chunks"}, 400, "invalid_request"),
+    ({"input": "Hi", "voice": "alice", "speed": 4.5}, 400, "invalid_request"),
+    ({"input": "Hi", "voice": "alloy"}, 400, "unknown_voice"),       # an OpenAI name: a Base model has no speakers
     ({"voice": "alice"}, 400, "invalid_request"),
     ({"input": "Hi", "voice": "nobody"}, 400, "unknown_voice"),
     ({"input": "Hi"}, 400, "missing_reference"),

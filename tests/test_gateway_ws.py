@@ -3,6 +3,7 @@ import asyncio
 import time
 from urllib.parse import urlencode
 
+import av
 import httpx
 import numpy as np
 import pytest
@@ -47,15 +48,27 @@ def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "
     """The same request run on the engine directly, converted as the socket converts it."""
     request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed))
     encoder = AudioEncoder(rate, encoding)
-    return b"".join(encoder.encode(c.pcm) for c in srv.engine.submit(request).iter_blocking()) + encoder.finish()
+    chunks = srv.engine.submit(request).iter_blocking()
+    return b"".join(data for c in chunks for data, _ in encoder.encode(c.pcm, c.final))
 
 
 def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") -> None:
     """Equal up to float rounding: batched and single runs sample the same codes, their float sums differ slightly."""
-    decode = (lambda b: np.frombuffer(b, "<i2")) if encoding == "pcm_s16le" else mulaw_to_pcm16
+    decode = {"pcm_s16le": lambda b: np.frombuffer(b, "<i2"), "mulaw": mulaw_to_pcm16, "alaw": alaw_to_pcm16}[encoding]
     got, expected = decode(got).astype(np.int32), decode(expected).astype(np.int32)
-    tolerance = 64 if encoding == "pcm_s16le" else 1024                   # 1024: one mu-law step, at most
+    tolerance = 64 if encoding == "pcm_s16le" else 1024                   # 1024: one mu-law or A-law step, at most
     assert len(got) == len(expected) and np.abs(got - expected).max() <= tolerance
+
+
+def decoded(codec: str, packets: list[bytes], rate: int) -> list[np.ndarray]:
+    """Each packet decoded by FFmpeg (PyAV)."""
+    decoder = av.CodecContext.create(codec, "r")
+    decoder.sample_rate, decoder.layout = rate, "mono"
+    return [np.concatenate([f.to_ndarray().reshape(-1) for f in decoder.decode(av.Packet(data))]) for data in packets]
+
+
+def alaw_to_pcm16(data: bytes) -> np.ndarray:
+    return decoded("pcm_alaw", [data], 8000)[0]
 
 
 def test_streamed_text_speaks_before_end_and_matches_the_engine(server):
@@ -111,6 +124,29 @@ def test_base64_mulaw_at_8k(server):
     messages = asyncio.run(run())
     assert messages[-1].audio_ms == FRAMES * 80
     assert_same_audio(audio_of(messages, 1), engine_audio(server, "Good morning.", 5, 8000, "mulaw", voice=None), "mulaw")
+
+
+def test_opus_packets_and_alaw(server):
+    """opus: every binary frame one 20 ms packet, which `ready` says; each utterance encoded on its own."""
+    async def run(encoding):
+        async with connect(server, encoding=encoding) as ws:
+            ready = await recv(ws)
+            await send(ws, p.Text("o", "Good morning.", seed=5), p.Flush("o"), p.Text("o", " Again."), p.End("o"))
+            return ready, (await collect(ws, ["o"]))["o"]
+
+    ready, messages = asyncio.run(run("opus"))
+    packets = [m for m in messages if isinstance(m, p.Audio)]
+    assert (ready.encoding, ready.packet_ms) == ("opus", 20) and isinstance(messages[-1], p.Done)
+    assert [m.sample_offset for m in packets] == [480 * i for i in range(len(packets))]
+    assert [len(pcm) for pcm in decoded("libopus", [m.data for m in packets], 48000)] == [960] * len(packets)
+    assert 2 * FRAMES * 1920 < 480 * len(packets) <= 2 * (FRAMES * 1920 + 2 * 480)    # lookahead and last packet
+    assert messages[-1].audio_ms == 20 * len(packets)
+    ready, messages = asyncio.run(run("alaw"))
+    audio = audio_of(messages, 1)
+    first = audio_of(messages[:[type(m) for m in messages].index(p.Flushed)], 1)
+    assert (ready.encoding, ready.packet_ms, len(audio)) == ("alaw", None, 2 * FRAMES * 1920)
+    assert_same_audio(first, engine_audio(server, "Good morning.", 5, encoding="alaw", voice=None), "alaw")
+    wait_idle(server)
 
 
 def test_contexts_interleave_and_cancel_leaves_the_others_intact(server):

@@ -75,6 +75,7 @@ class Ready:
     max_contexts: int
     voices: list[str]
     protocol: int = PROTOCOL_VERSION
+    packet_ms: int | None = None      # opus: every audio message is one raw Opus packet of this many ms
 
 
 @dataclass

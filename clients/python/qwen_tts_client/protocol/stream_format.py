@@ -6,7 +6,7 @@ from .codes import INVALID_PARAMETER
 from .messages import ProtocolError
 
 SAMPLE_RATES = (24000, 16000, 8000)
-ENCODINGS = ("pcm_s16le", "mulaw")
+ENCODINGS = ("pcm_s16le", "mulaw", "alaw", "opus")
 AUDIO_FORMATS = ("binary", "base64")
 
 

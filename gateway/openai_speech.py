@@ -1,0 +1,118 @@
+"""POST /v1/audio/speech as OpenAI defines it, for the unchanged SDK: its formats (FFmpeg through PyAV), streaming
+(`stream_format` audio: chunked bytes; sse: speech.audio.delta events), voice names and speed."""
+import asyncio
+import base64
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from engine import EngineInputError, SynthesisRequest
+from qwen_tts_client import protocol as p
+
+from .body import body_field, read_json
+from .containers import FORMATS, SIZED, ContainerEncoder
+from .http_api import ApiError, api
+from .metrics import SAMPLES_PER_FRAME
+from .streams import EngineStream
+from .tempo import MAX_SPEED, MIN_SPEED
+from .voice_map import resolve
+
+log = logging.getLogger("qwen_tts_gateway")
+UNSUPPORTED_FORMAT = "unsupported_format"
+STREAM_FORMATS = ("audio", "sse")
+STREAMING_CLIENT = "x-stainless-raw-response"     # the OpenAI Python SDK sends "stream" with `with_streaming_response`
+
+
+@api
+async def speech(request: Request, gateway) -> Response:
+    body = await read_json(request, gateway.config.max_message_bytes)
+    text, fmt = body_field(body, "input", str), body_field(body, "response_format", str) or "mp3"
+    if not text:
+        raise ApiError(p.INVALID_REQUEST, "'input' is required")
+    if fmt not in FORMATS:
+        raise ApiError(UNSUPPORTED_FORMAT, f"response_format must be one of {', '.join(FORMATS)}")
+    stream_format = body_field(body, "stream_format", str) or "audio"
+    if stream_format not in STREAM_FORMATS:
+        raise ApiError(p.INVALID_REQUEST, f"stream_format must be one of {', '.join(STREAM_FORMATS)}")
+    speed = body_field(body, "speed", (int, float), 1.0)
+    if not MIN_SPEED <= speed <= MAX_SPEED:
+        raise ApiError(p.INVALID_REQUEST, f"speed must be from {MIN_SPEED} to {MAX_SPEED}")
+    streamed = body_field(body, "stream", bool, False) or request.headers.get(STREAMING_CLIENT) == "stream" \
+        or stream_format == "sse" or fmt not in SIZED
+    synthesis = SynthesisRequest(text=text, voice=_voice(body, gateway), max_frames=gateway.config.max_frames,
+                                 language=body_field(body, "language", str, "auto"),
+                                 instruct=body_field(body, "instructions", str) or None)
+    encoder = ContainerEncoder(fmt, streamed, float(speed))
+    stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
+    pieces = _encoded(stream, encoder)
+    try:
+        first = await anext(pieces, b"")       # a refusal (busy) answers before any byte; a whole response is all
+    except EngineInputError:
+        raise
+    except Exception:
+        log.exception("speech request failed")
+        stream.cancel()
+        raise ApiError(p.INTERNAL, "the engine failed this request; retry") from None
+    if stream_format == "sse":
+        return _StreamedSpeech(stream, _events(first, pieces, stream), "text/event-stream")
+    if streamed:
+        return _StreamedSpeech(stream, _rest(first, pieces), encoder.media_type)
+    return Response(first, media_type=encoder.media_type)
+
+
+def _voice(body: dict, gateway) -> str | None:
+    custom = body.get("voice")                   # a name, or the SDK's custom-voice object {"id": NAME}
+    voice = body_field(custom, "id", str) if isinstance(custom, dict) else body_field(body, "voice", str)
+    takes_voice = gateway.engine.info["model_type"] != "voice_design"
+    return resolve(voice, gateway.config.voice_map, gateway.voices(), takes_voice)
+
+
+async def _encoded(stream: EngineStream, encoder: ContainerEncoder):
+    """The response's bytes as they are ready (a whole response's once, at the end)."""
+    async for chunk in stream.chunks():
+        data = await asyncio.to_thread(encoder.encode, chunk.pcm, chunk.final)     # up to 4 ms a chunk: off the loop
+        if data:
+            yield data
+
+
+async def _rest(first: bytes, pieces):
+    try:
+        yield first
+        async for data in pieces:
+            yield data
+    except Exception:
+        log.exception("streamed speech request failed")    # the status is sent: the body just ends early
+
+
+async def _events(first: bytes, pieces, stream: EngineStream):
+    """OpenAI's SSE: speech.audio.delta per piece; speech.audio.done (usage: output tokens are codec frames) last."""
+    async for data in _rest(first, pieces):
+        yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
+    if stream.finish_reason is not None:
+        frames = stream.samples // SAMPLES_PER_FRAME
+        usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
+        yield _event({"type": "speech.audio.done", "usage": usage})
+
+
+def _event(body: dict) -> str:
+    return f"data: {p.to_json(body)}\n\n"
+
+
+class _StreamedSpeech(StreamingResponse):
+    """Ends the engine request however the response ends, even if the body was never started (client gone)."""
+
+    def __init__(self, stream: EngineStream, body, media_type: str):
+        super().__init__(body, media_type=media_type)
+        self.stream = stream
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.stream.finish_reason is None:
+                self.stream.cancel()
+
+
+routes = [Route("/v1/audio/speech", speech, methods=["POST"])]
