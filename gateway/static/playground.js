@@ -97,7 +97,7 @@ function receive(message) {
     fill($("voice"), message.voices);
     $("voice").parentElement.hidden = !message.voices.length;
     Object.assign(state, { ready: true, error: null });
-    $("speak").disabled = !!turn;
+    $("speak").disabled = false;
     show("ready");
     describeModel();
   } else if (message.type === "words" && ours) {
@@ -143,7 +143,7 @@ function showSplit({ spoken_text, unspoken_text }) {
   const known = spoken_text !== null;
   document.querySelector("#split .spoken").textContent = known ? spoken_text : "";
   document.querySelector("#split .unspoken").textContent = known ? unspoken_text : "";
-  document.querySelector("#split .note").textContent = known ? "" : "no word timestamps: the server runs no aligner";
+  document.querySelector("#split .note").textContent = known ? "" : "no word timestamps for this turn (no aligner?)";
   $("split").hidden = false;
 }
 
