@@ -16,4 +16,4 @@ if ! command -v chromium >/dev/null; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
         || echo "tests/run.sh: chromium could not be installed; tests/test_playground.py will be skipped"
 fi
-python3 -m pytest -q "$@"
+python3 -m pytest -q -rfEs "$@"                 # -rfEs: the reasons of failures, errors and skips
