@@ -1,12 +1,15 @@
-"""The ASGI app: the WebSocket route, health and metrics, the HTTP API; and a uvicorn server that drains first."""
+"""The ASGI app: the WebSocket route, health and metrics, the HTTP API, the browser playground; and a uvicorn server
+that drains first."""
 import asyncio
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
@@ -14,6 +17,8 @@ from qwen_tts_client import protocol as p
 from . import http_api, openai_speech, redact
 from .service import Gateway
 from .session import Session
+
+STATIC = Path(__file__).parent / "static"           # the playground's page, script and style
 
 
 async def tts_websocket(ws: WebSocket) -> None:
@@ -46,6 +51,10 @@ async def _refuse(ws: WebSocket, error: p.Error, close_code: int) -> None:
         await ws.close(close_code, error.message[:120])
     except Exception:
         pass                                     # the client left first
+
+
+async def playground(request: Request) -> FileResponse:
+    return FileResponse(STATIC / "index.html")
 
 
 async def health(request: Request) -> JSONResponse:
@@ -91,7 +100,8 @@ def create_app(gateway: Gateway) -> Starlette:
         await gateway.close()
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
-              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes]
+              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes, Route("/", playground),
+              Mount("/static", StaticFiles(directory=STATIC))]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway
     return app

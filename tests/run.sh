@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Installs what the tests need (CPU-only torch, the reference implementations) and runs them.
+# Installs what the tests need (CPU-only torch, the reference implementations, Chromium) and runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PIP="python3 -m pip install -q --disable-pip-version-check"
+PIP="python3 -m pip install -qq --disable-pip-version-check"     # -qq: errors only
 $PIP torch==2.13.0                      # the local CPU build; an unpinned torch pulls GBs of CUDA packages
-# the project with its client package (a dependency by path), Ray Serve (--replicas) and the client's agent
-# frameworks, for tests/test_integrations_*.py, in one resolve (alone, Ray's protobuf breaks pipecat's); torch stays
-# pinned so that nothing upgrades it
-$PIP -e ".[test,replicas]" "./clients/python[livekit,pipecat]" "transformers==4.57.6" torch==2.13.0
+# the project with its client package (a dependency by path), Ray Serve (--replicas), the test extra (with the
+# transformers of the parity tests) and the client's agent frameworks, in one resolve (alone, Ray's protobuf breaks
+# pipecat's); torch stays pinned so that nothing upgrades it
+$PIP -e ".[test,replicas]" "./clients/python[livekit,pipecat]" torch==2.13.0
 $PIP --no-deps -e clients/python        # the client editable too, as the project is
-# the official implementations, for parity: qwen-tts pins transformers 4.57.3 (works with 4.57.6), so no deps
-$PIP --no-deps qwen-tts==0.1.1 qwen-asr==0.0.6
-$PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493
-$PIP triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
-python3 -m pytest -q "$@"
+$PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493 \
+     triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
+# last, the official implementations, for parity, without their pins (accelerate, gradio, transformers 4.57.3 for
+# qwen-tts, ...) that the tests do not need; any later install would list each of them as a conflict
+$PIP --no-deps --no-warn-conflicts qwen-tts==0.1.1 qwen-asr==0.0.6
+# Debian's Chromium for the playground's test (tests/test_playground.py), which the playwright package drives
+if ! command -v chromium >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+        || echo "tests/run.sh: chromium could not be installed; tests/test_playground.py will be skipped"
+fi
+python3 -m pytest -q -rfEs "$@"                 # -rfEs: the reasons of failures, errors and skips

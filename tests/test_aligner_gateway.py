@@ -1,11 +1,9 @@
 """Word timestamps through the gateway: `words` events on a real socket (before the audio's playback end),
 barge-in answers, and an aligner that fails or stalls (no words, one `alignment_unavailable`, the audio goes on)."""
 import asyncio
-import threading
 import time
 
 import httpx
-import numpy as np
 import pytest
 import websockets
 
@@ -15,28 +13,7 @@ from engine import Engine
 from gateway.service import GatewayConfig
 from gateway.testing import ServerThread
 from qwen_tts_client import protocol as p
-
-
-class StandIn:
-    """Deterministic aligner: each unit gets a share of the window's audio proportional to its length (plus one
-    for the gap). A unit 'fail' makes the batch raise; 'slow' stalls it for 1.5 s."""
-    name = "stand-in"
-
-    def __init__(self):
-        self.slow_done = threading.Event()
-
-    def align_units(self, items, sample_rate, turn=None):
-        out = []
-        for audio, units in items:
-            if "fail" in units:
-                raise RuntimeError("stand-in failure")
-            if "slow" in units:
-                time.sleep(1.5)
-                self.slow_done.set()
-            edges = np.cumsum([0] + [len(u) + 1 for u in units]) * (len(audio) / sample_rate) / (sum(map(len, units)) + len(units))
-            out.append([(round(float(a), 3), round(float(b) - (b - a) / (len(u) + 1), 3))
-                        for u, a, b in zip(units, edges[:-1], edges[1:])])
-        return out
+from stand_in_aligner import StandIn
 
 
 def start_server(aligner):
