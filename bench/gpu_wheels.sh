@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Wheels for the GPU machine (Python 3.12, no network there) into `.whl/` (git-ignored), carried with the device run
-# (`carry: [".whl"]`): the gateway's (serve, load_bench.py), py-spy (to sample serve's processes) and the official
-# qwen-tts's (for --official). On the machine:
+# (`carry: [".whl"]`; at most 64 MiB). `bash bench/gpu_wheels.sh`: the gateway's (serve, load_bench.py; PyAV alone is
+# 36 MB) and py-spy (to sample serve's processes); `bash bench/gpu_wheels.sh official`: the official qwen-tts's
+# instead (for engine_bench.py --official), which do not fit beside them. On the machine:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#   export PYTHONPATH=/tmp/site:bench/stubs:clients/python     # clients/python: the checkout's client package
+#   export PYTHONPATH=/tmp/site:bench/stubs:clients/python PATH=/tmp/site/bin:$PATH   # clients/python: the client
 # transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
-# huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the 64 MiB
-# carry; the benchmarks' paths run no jitted code).
+# huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the carry; the
+# benchmarks' paths run no jitted code).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+gateway="starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1
+    httpx==0.28.1 httpcore==1.0.9 certifi==2026.5.20 idna==3.20 pyzmq==27.3.0 uvloop==0.23.0 av==18.1.0 py-spy==0.4.3"
+official="qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 librosa==0.11.0
+    soundfile==0.13.1 cffi==2.0.0 pycparser==3.0 soxr==1.0.0 audioread==3.1.0 lazy_loader==0.6 decorator==5.2.1
+    msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2
+    requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8"
 rm -rf .whl && mkdir .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform any -d .whl \
-    qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 librosa==0.11.0 \
-    soundfile==0.13.1 cffi==2.0.0 pycparser==3.0 soxr==1.0.0 audioread==3.1.0 lazy_loader==0.6 decorator==5.2.1 \
-    msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2 \
-    requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8 \
-    starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1 \
-    httpx==0.28.1 httpcore==1.0.9 pyzmq==27.3.0 uvloop==0.23.0 py-spy==0.4.3
+    --platform manylinux2014_x86_64 --platform any -d .whl $([ "${1:-}" = official ] && echo "$official" || echo "$gateway")
 du -sh .whl
