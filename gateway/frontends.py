@@ -21,7 +21,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 def share(config, workers: int):
     """One front end's part of the server's limits."""
-    return dataclasses.replace(config, max_sockets=math.ceil(config.max_sockets / workers))
+    return dataclasses.replace(config, max_sockets=math.ceil(config.max_sockets / workers), workers=workers)
 
 
 def start_frontends(n: int, config, address: str, host: str, port: int, log_level: str) -> list:

@@ -59,8 +59,8 @@ async def playground(request: Request) -> FileResponse:
 
 async def health(request: Request) -> JSONResponse:
     gateway: Gateway = request.app.state.gateway
-    if not gateway.ready:
-        return JSONResponse({"status": gateway.status}, status_code=503)
+    if not gateway.serving:
+        return JSONResponse({"status": "warming_up" if gateway.ready else gateway.status}, status_code=503)
     return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": gateway.engine.stats.get("max_active")})
 
 

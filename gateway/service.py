@@ -21,12 +21,13 @@ class GatewayConfig:
     max_contexts_per_socket: int = 16
     context_timeout: float = 20.0
     max_message_bytes: int = 65536
-    max_utterance_chars: int = 5000      # the engine re-reads an utterance's whole text on every append
+    max_utterance_chars: int = 5000      # an utterance's text (between flushes)
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
     aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
     voice_map: dict[str, str] = field(default_factory=lambda: dict(OPENAI_VOICES))   # HTTP: OpenAI names -> voices
     limits: Limits = field(default_factory=Limits)
+    workers: int = 1                     # the server's front-end processes, this one among them
 
 
 class Gateway:
@@ -43,6 +44,11 @@ class Gateway:
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+    @property
+    def serving(self) -> bool:
+        """Ready, and so is every other front end of the server (each has reported to the core): for /health."""
+        return self.ready and len(self.engine.other_reports()) >= self.config.workers - 1
 
     @property
     def draining(self) -> bool:
