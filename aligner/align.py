@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.dummy import seed_weights
-from engine.text_tokenizer import TextTokenizer
-from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
+from engine.models.weights import seed_weights
+from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
+from engine.models.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config

@@ -9,7 +9,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine, SamplingParams, skinny  # noqa: E402
+from engine import Engine, SamplingParams  # noqa: E402
+from engine.kernels.registry import KernelSettings  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -84,11 +85,11 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
-    p.add_argument("--skinny-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
+    p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     args = p.parse_args()
-    skinny.MAX_ROWS = args.skinny_rows
     max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
+    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64,
+                         kernels=KernelSettings(few_rows=args.few_rows))
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")
     for b in args.batches:

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.codec import Codec
-from engine.config import ASSETS
-from engine.dummy import seed_weights, tiny_codec_config
+from engine.models.qwen3_tts.codec import Codec
+from engine.models.qwen3_tts.config import ASSETS
+from engine.models.weights import seed_weights
+from engine.models.qwen3_tts.checkpoint import tiny_codec_config
 
 FRAME = 1920
 EXACT = dict(rtol=0, atol=1e-10)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
-from engine.config import TTSConfig
-from engine.kv_cache import PagedKVCache
-from engine.weights import dummy_configs
+from engine.models.qwen3_tts.config import TTSConfig
+from engine.core.kv_cache import PagedKVCache
+from engine.models.qwen3_tts.checkpoint import dummy_configs
 
 SR = 24000
 REF_TEXT = "A reference clip, read slowly and clearly, so that its transcript spans more than one block."

@@ -5,9 +5,9 @@ from hypothesis import example, given, settings, strategies as st
 from test_text_tokenizer import ATOMS
 
 from engine import Engine, SynthesisRequest
-from engine.sequence import ROLE, Sequence
-from engine.text_intake import TextIntake
-from engine.text_tokenizer import TextTokenizer
+from engine.core.sequence import ROLE, Sequence
+from engine.core.text_intake import TextIntake
+from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.load()
 PIECES = ATOMS + ["<|im_", "start|>", "end|>", "|>", "tts_pad>", "<|im_start|>assistant\n", "   ", "\u0301\u0323",

@@ -1,0 +1,36 @@
+"""A batch's ids drawn on the device through the sampler the registry chose, and the guard against bad logits."""
+from dataclasses import dataclass
+
+import torch
+
+from engine.kernels.registry import ops
+
+
+@dataclass
+class SamplingBatch:
+    """Per-row sampling parameters as device tensors ([B] each)."""
+    greedy: torch.Tensor       # bool
+    temperature: torch.Tensor  # float
+    top_k: torch.Tensor        # int64, <= 0 means off
+    top_p: torch.Tensor        # float
+    seed: torch.Tensor         # int64
+    counter: torch.Tensor      # int64, the frame index
+    all_greedy: bool           # known on the host when the batch is built
+
+
+FAULT = -1     # a drawn id that stands for "this row's logits went non-finite": the host ends its stream
+
+
+def guard(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """ids [B] drawn from logits [B, V], FAULT where the row holds NaN or +inf or the id drawn was masked (-inf):
+    such an id (NaN wins the race) would index past the codec's tables and fail the step of every stream."""
+    drawn = logits.gather(1, ids[:, None])[:, 0]
+    bad = logits.isnan().any(-1) | logits.isposinf().any(-1) | drawn.isneginf()
+    return ids.masked_fill(bad, FAULT)
+
+
+def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
+    """logits [B, V] (already processed; drawn from in float32) -> token ids [B]."""
+    if p.all_greedy:
+        return logits.argmax(-1)
+    return ops.sample_rows(logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
