@@ -9,37 +9,34 @@ import queue
 import secrets
 import sys
 import threading
-import time
-import traceback
 
 import torch
 
-from engine.core.admission import Admission
-from engine.kernels.registry import KernelSettings, select
 from engine.api.handle import RequestHandle
+from engine.api.request import SynthesisRequest, VoiceRef
+from engine.api.validate import Validator
+from engine.core.admission import Admission
+from engine.core.device_turns import TurnGate
+from engine.core.engine_thread import EngineThread
 from engine.core.isolation import FaultIsolation
 from engine.core.memory import kv_blocks_for_memory
-from engine.models.qwen3_tts.model import LoadedModel, load_model
-from engine.api.request import EngineInputError, SynthesisRequest, VoiceRef
 from engine.core.runner import ModelRunner
 from engine.core.scheduler import Scheduler
-from engine.core.sequence import Sequence, Status
+from engine.core.sequence import Sequence
 from engine.core.step import StepLoop
-from engine.core.device_turns import TurnGate
-from engine.api.validate import Validator
-from engine.models.qwen3_tts.voice_store import VoiceStore
-from engine.models.qwen3_tts.voices import VoiceCache
+from engine.kernels.registry import KernelSettings, select
+from engine.models.base import Model
 
 log = logging.getLogger("qwen_tts_engine")
 
 
-class Engine:
-    def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
+class Engine(EngineThread):
+    def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
                  kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None):
         """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
-        (engine/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
+        (core/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
         voices_dir: registered voices are stored there (in a folder per model), else only kept in memory."""
         self.model = model
         cuda = model.device.type == "cuda"
@@ -60,9 +57,9 @@ class Engine:
         gc.collect()
         gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
         kv = self.runner.kv
-        admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, max_step_ms)
+        admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
-        self.voices = VoiceCache(model, store=VoiceStore.for_model(voices_dir, model.name) if voices_dir else None)
+        self.voices = model.voices(voices_dir)
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
         self.isolation = FaultIsolation(self.scheduler)
@@ -77,6 +74,7 @@ class Engine:
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
              **kwargs) -> "Engine":
+        from engine.models.qwen3_tts.model import load_model      # the one model family with checkpoints
         return cls(load_model(model=model, dummy=dummy, device=device, dtype=dtype, seed=seed), **kwargs)
 
     @property
@@ -108,7 +106,7 @@ class Engine:
         seq_id = next(self._ids)                 # atomic: submit may come from several threads
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
         handle = RequestHandle(self, seq_id, sink)
-        self.inbox.put(("add", Sequence(seq_id, request, handle, seed)))
+        self.inbox.put(("add", Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)))
         return handle
 
     def append_text(self, seq_id: int, text: str) -> None:
@@ -140,98 +138,3 @@ class Engine:
         self.inbox.put(("wake",))
         if self._thread:
             self._thread.join(timeout=10)
-
-    # engine thread --------------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        if self.model.device.type == "cuda":
-            # The highest priority: work beside the engine (the aligner) gets only the SMs its steps leave idle.
-            torch.cuda.synchronize(self.model.device)
-            torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
-        while not self._stop:
-            busy = self.scheduler.has_work() or self.loop.audio.in_flight
-            if not busy:
-                self.turns.idle()
-            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
-            if self._stop:
-                break
-            self._follow(self.turns.close())
-            try:
-                self.isolation.run(self.loop.step)
-            except Exception as exc:          # a failed step ends the stream(s) that made it fail, never the engine
-                self.errors += 1
-                traceback.print_exc()
-                self.loop.drop_in_flight()
-                for seq, error in self.isolation.failed(exc):
-                    self._fail(seq, error)
-            else:
-                self._give_turn()
-        self.turns.idle()
-        for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
-            self._fail(seq, RuntimeError("engine shut down"))
-
-    def _give_turn(self) -> None:
-        """A turn to the waiting side work (engine/turns.py) if every listener has 1.5x what it asks for and a few
-        steps of audio ahead (its budget: what they can spare); what they need meanwhile goes out first."""
-        cost = self.turns.wanted
-        if cost is None:
-            return
-        reserve = max(0.1, 3 * self.loop.step_s)           # the next step and its audio's read
-        slack = self.scheduler.slack_s(time.perf_counter())
-        budget = (slack - reserve) / 1.5
-        if budget < cost:
-            return
-        self.loop.audio.send(slack)
-        self.runner.join_decode()                          # the turn follows all of the step, its decode too
-        cuda = self.model.device.type == "cuda"
-        # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
-        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,
-                                     max(0.01, budget / 2), budget))
-
-    @staticmethod
-    def _follow(done) -> None:
-        if done is not None:
-            torch.cuda.current_stream().wait_event(done)
-
-    def _drain(self, wait_s: float) -> None:
-        """Apply every queued command, waiting up to `wait_s` for the first one."""
-        try:
-            cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
-            while True:
-                try:
-                    self._apply(cmd)
-                except Exception:             # a bad command must never stop the engine thread
-                    self.errors += 1
-                    traceback.print_exc()
-                cmd = self.inbox.get_nowait()
-        except queue.Empty:
-            pass
-        self.loop.settle_text()               # the text appended meanwhile, tokenized once per stream
-        for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
-            del self.seqs[seq_id]
-
-    def _apply(self, cmd) -> None:
-        kind, *args = cmd
-        if kind == "add":
-            seq = args[0]
-            try:
-                self.loop.admit_request(seq, self.voices)
-                self.scheduler.add(seq, self.step_ms)
-                self.seqs[seq.id] = seq
-            except EngineInputError as exc:
-                seq.handle.deliver(exc)
-            except Exception as exc:            # e.g. reference audio the encoders cannot take
-                seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
-        elif kind == "voice":
-            self.voices.compute(*args)
-        elif kind in ("append", "close", "cancel"):
-            seq = self.seqs.get(args[0])
-            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
-                return                          # text after close_text would be spoken after end-of-text
-            if kind == "cancel":
-                self.loop.end(seq, "cancelled")
-            else:
-                self.loop.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
-
-    def _fail(self, seq: Sequence, exc: Exception) -> None:
-        self.scheduler.finish(seq, "error")
-        seq.handle.deliver(exc)

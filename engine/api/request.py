@@ -73,9 +73,9 @@ class SynthesisRequest:
 
 @dataclass
 class AudioChunk:
-    """One piece of a request's audio: float32 PCM at 24 kHz, and the codec frames behind it."""
+    """One piece of a request's audio: float32 PCM at the model's sample rate, and the codec frames behind it."""
     pcm: np.ndarray
-    codes: np.ndarray                 # int64 (frames, 16)
+    codes: np.ndarray                 # int64 (frames, codebooks)
     frame_offset: int
     sample_offset: int
     final: bool = False

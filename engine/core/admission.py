@@ -7,8 +7,10 @@ HORIZON_TOKENS = 512           # KV held back per stream whose length is open (4
 
 
 class Admission:
-    def __init__(self, max_seqs: int, kv_tokens: int, block_size: int, max_step_ms: float | None = None):
+    def __init__(self, max_seqs: int, kv_tokens: int, block_size: int, prompt_tokens, max_step_ms: float | None = None):
+        """prompt_tokens(seq, text_ids): the model's estimate of a stream's prompt."""
         self.max_seqs, self.kv_tokens, self.block_size, self.max_step_ms = max_seqs, kv_tokens, block_size, max_step_ms
+        self.prompt_tokens = prompt_tokens
         self.reserved = 0              # KV tokens held back for the admitted streams and their prefixes
         self.prefixes: dict = {}       # prefix key -> (admitted streams that start with it, its tokens)
         self.refused = 0
@@ -19,11 +21,9 @@ class Admission:
     def reserve_tokens(self, seq) -> tuple[int, int]:
         """The KV a stream is expected to fill: its prompt, and a frame (one token) for each frame it may speak;
         as (its own, its prefix's), the prefix's full blocks being shared by every stream that starts with it."""
-        r, voice = seq.request, seq.voice
+        r = seq.request
         text_ids = max(seq.num_text_ids, len(r.text) // 3)        # before its tokenization: ~4 characters an id
-        prompt = 16 + len(seq.instruct_ids or ()) + seq.text_start + (text_ids if r.non_streaming_text else 0)
-        if voice is not None and voice.ref_codes is not None:
-            prompt += voice.ref_codes.shape[0]
+        prompt = self.prompt_tokens(seq, text_ids)
         frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
         shared = seq.prefix.length // self.block_size * self.block_size
         return self._round(prompt + min(frames, HORIZON_TOKENS) + 2) - shared, self._round(seq.prefix.length)

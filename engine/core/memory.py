@@ -12,7 +12,7 @@ MARGIN = GIB                  # graphs' static buffers, cuDNN workspaces, fragme
 
 
 def block_bytes(runner) -> int:
-    cfg, kv = runner.cfg.talker, runner.kv
+    cfg, kv = runner.model.kv_layout, runner.kv
     return 2 * cfg.num_layers * runner.block_size * cfg.num_kv_heads * cfg.head_dim * kv.k.element_size()
 
 

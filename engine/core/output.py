@@ -12,13 +12,12 @@ from collections import deque
 import numpy as np
 
 from engine.api.request import AudioChunk
-
-SAMPLES_PER_FRAME = 1920
+from engine.models.base import AudioFormat
 
 
 class AudioOut:
-    def __init__(self, scheduler, read_later_from: int = 64):
-        self.scheduler, self.read_later_from = scheduler, read_later_from
+    def __init__(self, scheduler, audio: AudioFormat, read_later_from: int = 64):
+        self.scheduler, self.audio, self.read_later_from = scheduler, audio, read_later_from
         self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
         self.fresh = False                     # the newest copy was added this step
 
@@ -65,10 +64,10 @@ class AudioOut:
             s.chunks += 1
             if s.first_sent_at is None:
                 s.first_sent_at = now
-            s.sent_samples += n * SAMPLES_PER_FRAME
-            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, 16), np.int64)
+            s.sent_samples += n * self.audio.samples_per_frame
+            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, self.audio.num_codebooks), np.int64)
             audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
-            s.handle.deliver(AudioChunk(audio, codes, start, start * SAMPLES_PER_FRAME, final,
+            s.handle.deliver(AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,
                                         s.finish_reason if final else None, now))
             if final:
                 self.scheduler.finish(s, s.finish_reason)

@@ -1,10 +1,8 @@
 """Per-request state on the host: text feed, frame progress, chunking, KV blocks and the state slot."""
 from enum import Enum, auto
 
-from engine.models.qwen3_tts.prompt import Voice
 from engine.api.request import SynthesisRequest
-
-ROLE = "<|im_start|>assistant\n"        # the talker's text starts with this role prefix: 3 ids
+from engine.models.base import AudioFormat
 
 
 class Status(Enum):
@@ -14,15 +12,16 @@ class Status(Enum):
 
 
 class Sequence:
-    def __init__(self, seq_id: int, request: SynthesisRequest, handle, seed: int):
-        self.id, self.request, self.handle, self.seed = seq_id, request, handle, seed
+    def __init__(self, seq_id: int, request: SynthesisRequest, handle, seed: int, text_prefix: str,
+                 audio: AudioFormat | None):
+        self.id, self.request, self.handle, self.seed, self.audio = seq_id, request, handle, seed, audio
         self.status = Status.WAITING
-        self.voice: Voice | None = None
+        self.voice = None                     # the model's conditioning (model.prepare)
         self.language_id: int | None = None
         self.instruct_ids: list[int] | None = None
         self.closed = request.text_complete
-        self.unsettled = [ROLE, request.text]     # text whose ids may still change, in the pieces it came in
-        self.settled = 0                      # ids of ROLE + text that no later text can change
+        self.unsettled = [text_prefix, request.text]    # text whose ids may still change, in the pieces it came in
+        self.settled = 0                      # ids of text_prefix + text that no later text can change
         self.role_ids: list[int] = []
         self.feed: list[int] = []             # ids fed one per frame: an ICL reference transcript's, then the text's
         self.text_start = 0                   # where the text's settled ids begin in feed
@@ -30,7 +29,7 @@ class Sequence:
         self.eos_fed = False
         self.slot = -1
         self.reserved = 0                     # KV tokens admission holds back for it
-        self.prefix = None                    # prompt.Prefix its prompt starts with (admission counts it once)
+        self.prefix = None                    # models.base.Prefix its prompt starts with (admission counts it once)
         self.cached_prefix = None             # prefix_cache.CachedPrefix whose full blocks lead block_table
         self.block_table: list[int] = []
         self.synced_blocks = 0                # block_table entries the device's tables hold
@@ -39,7 +38,7 @@ class Sequence:
         self.has_c0 = False                   # a sampled c0 waits for the code predictor
         self.frames = 0                       # completed frames
         self.unread = 0                       # frames whose audio is still being copied to the host
-        self.pending: list = []               # frames on the host not sent yet: (codes [16], PCM [1920])
+        self.pending: list = []               # frames on the host not sent yet: (codes [K], PCM [samples])
         self.chunks = 0
         self.first_sent_at: float | None = None   # perf_counter of the first chunk
         self.sent_samples = 0
@@ -80,11 +79,11 @@ class Sequence:
         """Audio a real-time player started at the first chunk still has queued."""
         if self.first_sent_at is None:
             return 0.0
-        return self.sent_samples / 24000 - (now - self.first_sent_at)
+        return self.sent_samples / self.audio.sample_rate - (now - self.first_sent_at)
 
     def ahead_s(self, now: float) -> float:
         """buffered_s, with the frames on the host not sent yet (0 before the first chunk)."""
-        return 0.0 if self.first_sent_at is None else self.buffered_s(now) + len(self.pending) * 1920 / 24000
+        return 0.0 if self.first_sent_at is None else self.buffered_s(now) + len(self.pending) * self.audio.frame_s
 
     def should_send(self, now: float, margin_s: float, first: int = 1) -> bool:
         if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size(first):

@@ -1,6 +1,6 @@
 """One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out.
 
-The stages are fixed; a variant only changes how its prompt is laid out (prompt.py)."""
+The stages are the model's (models/base.py); how a request's prompt is laid out is the model's too."""
 import itertools
 import time
 from collections import defaultdict
@@ -9,15 +9,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from engine.core.output import SAMPLES_PER_FRAME, AudioOut
-from engine.models.qwen3_tts.prompt import PromptBuilder, Voice
 from engine.api.request import AudioChunk, EngineInputError
-from engine.models.sampling import FAULT
-from engine.core.sequence import ROLE, Sequence, Status
+from engine.core.output import AudioOut
+from engine.core.sequence import Sequence, Status
 from engine.core.text_intake import TextIntake
 from engine.core.transfer import HostCopy
-
-FRAME_S = SAMPLES_PER_FRAME / 24000
+from engine.models.sampling import FAULT
 
 
 class KVCacheFull(RuntimeError):
@@ -27,17 +24,12 @@ class KVCacheFull(RuntimeError):
 class StepLoop:
     def __init__(self, model, runner, scheduler):
         self.model, self.runner, self.scheduler = model, runner, scheduler
-        self.cfg, self.tokenizer = model.cfg, model.tokenizer
-        self.builder = PromptBuilder(model.cfg, model.tts.talker)
-        self.intake = TextIntake(model.tokenizer)
-        self.role_ids = model.tokenizer.encode(ROLE)
-        self.pad, self.eos_text = self.cfg.text_ids["tts_pad"], self.cfg.text_ids["tts_eos"]
+        self.intake = TextIntake(model.tokenizer, len(model.tokenizer.encode(model.text_prefix)))
         self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
-        self.eos = self.cfg.codec_ids["eos"]
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
-        self.audio = AudioOut(scheduler)
+        self.audio = AudioOut(scheduler, model.audio)
         self.step_s = 0.0                      # moving average of a step's wall time, with the host's work between
         self.ended = 0.0                       # steps (inbox, text, turns) when it follows at once: a frame's cadence
         self.profile = False                  # synchronize and time each stage (benchmarks only)
@@ -65,26 +57,8 @@ class StepLoop:
 
     # request intake (engine thread) ---------------------------------------------------------------------------
     def admit_request(self, seq: Sequence, voices) -> None:
-        r, cfg = seq.request, self.cfg
-        speaker = None
-        if cfg.model_type == "custom_voice":
-            speaker = (r.voice or next(iter(cfg.speakers))).lower()
-            seq.voice = Voice(speaker_id=cfg.speakers[speaker])
-        elif cfg.model_type == "base":
-            seq.voice = self.model.make_voice(r.ref) if r.ref is not None else voices.get(r.voice)
-            if seq.voice is None:
-                raise EngineInputError("unknown_voice", f"voice '{r.voice}' was deleted")
-        else:
-            seq.voice = Voice()
-        seq.language_id = self.builder.language_id((r.language or "auto").lower(), speaker)
-        if r.instruct:
-            seq.instruct_ids = self.tokenizer.encode(f"<|im_start|>user\n{r.instruct}<|im_end|>\n")
-        if seq.voice.ref_codes is not None:
-            seq.feed = list(seq.voice.ref_text_ids or [])
-            seq.text_start = len(seq.feed)
+        self.model.prepare(seq, voices)
         self.intake.add(seq)                  # its text is tokenized with the other streams' after the inbox
-        seq.prefix = self.builder.prefix(seq.voice, seq.language_id, seq.instruct_ids, self.role_ids,
-                                         r.non_streaming_text)     # (its role ids as almost every text gives them)
 
     def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
         """O(len(text)): tokenized by settle_text() once the inbox is drained."""
@@ -97,13 +71,13 @@ class StepLoop:
     def end(self, seq: Sequence, reason: str, error: Exception | None = None) -> None:
         """Stop a stream now (cancel, error): frees everything it holds; no more audio for it."""
         self.scheduler.finish(seq, reason)
-        seq.handle.deliver(error or AudioChunk(np.zeros(0, np.float32), np.zeros((0, 16), np.int64),
-                                               seq.frames, seq.frames * SAMPLES_PER_FRAME, True, reason))
+        audio = self.model.audio
+        seq.handle.deliver(error or AudioChunk(np.zeros(0, np.float32), np.zeros((0, audio.num_codebooks), np.int64),
+                                               seq.frames, seq.frames * audio.samples_per_frame, True, reason))
 
     def _prompt(self, s: Sequence):
         """The prompt to prefill, or None while text is missing; a prompt that can never fit ends its stream."""
-        prompt = self.builder.build(s.voice, s.language_id, s.instruct_ids, s.role_ids, s.feed, s.closed,
-                                    s.request.non_streaming_text)
+        prompt = self.model.prompt(s)
         if prompt is not None and prompt.length > self.max_prompt:
             self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.length} tokens) "
                                                   f"exceeds the {self.max_prompt} tokens a stream can start with"))
@@ -146,7 +120,7 @@ class StepLoop:
             if not runner.kv.can_grow(s, 1):    # past its reservation with the cache full: it waits for a block
                 stalled.append(s)
                 continue
-            tid = s.next_text_id(self.pad, self.eos_text)
+            tid = s.next_text_id(self.model.text_pad, self.model.text_eos)
             if tid is not None:
                 runner.kv.grow(s, 1)            # taken now: the next stream's check sees only the blocks still free
                 talkers.append(s)
@@ -165,7 +139,7 @@ class StepLoop:
             self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
             # A few steps of audio stay at the listener. A first chunk must last until the next frame comes: past two
             # steps (a step that also prefills joining streams is longer), or in a burst of new streams, it holds two.
-            first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > FRAME_S else 1
+            first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > self.model.audio.frame_s else 1
             self.audio.flush(max(0.3, 4 * self.step_s), first)
 
     def drop_in_flight(self) -> None:
@@ -183,7 +157,7 @@ class StepLoop:
         for s, c in zip(talkers, ids.wait()[0].tolist()):
             if s.status is not Status.RUNNING:                 # (a stream cancelled meanwhile is gone)
                 continue
-            if c == self.eos:
+            if c == self.model.eos:
                 s.has_c0 = False
                 s.finish_reason = "eos"
             elif c == FAULT:

@@ -3,12 +3,11 @@ only the unsettled tail, with what arrived since, is tokenized again, once per s
 from engine.api.request import EngineInputError
 from engine.core.sequence import Sequence, Status
 
-ROLE_IDS = 3                  # ids of the role prefix that Sequence.unsettled starts with
-
 
 class TextIntake:
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer, role_ids: int):
+        """role_ids: how many ids the text prefix that Sequence.unsettled starts with gives."""
+        self.tokenizer, self.role_ids = tokenizer, role_ids
         self.changed: dict[int, Sequence] = {}      # streams with text or a close not tokenized yet
 
     def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:
@@ -48,12 +47,11 @@ class TextIntake:
         except TypeError:
             return None
 
-    @staticmethod
-    def _commit(seq: Sequence, ids: list[int], count: int) -> None:
+    def _commit(self, seq: Sequence, ids: list[int], count: int) -> None:
         """ids: the tail's whole encoding, its first `count` final. The role ids are read before they are final,
         as the whole text's encoding gives them now."""
-        role = max(0, ROLE_IDS - seq.settled)
+        role = max(0, self.role_ids - seq.settled)
         if role:
-            seq.role_ids = seq.role_ids[:ROLE_IDS - role] + ids[:role]
+            seq.role_ids = seq.role_ids[:self.role_ids - role] + ids[:role]
         seq.feed.extend(ids[role:count])
         seq.settled += count

@@ -5,18 +5,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from engine.api.request import VoiceRef
+from engine.models.base import AudioFormat, KVLayout
+from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
 from engine.models.qwen3_tts.codec import Codec
 from engine.models.qwen3_tts.config import TTSConfig
-from engine.models.weights import seed_weights
-from engine.models.qwen3_tts.prompt import Voice
-from engine.api.request import VoiceRef
+from engine.models.qwen3_tts.prompt import PromptBuilder, Voice
+from engine.models.qwen3_tts.requests import RequestLayout
 from engine.models.qwen3_tts.speaker_encoder import SpeakerEncoder
+from engine.models.qwen3_tts.stages import TalkerStages
 from engine.models.qwen3_tts.talker import Talker
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
-from engine.models.weights import default_device_dtype, load_checkpoint
-from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
+from engine.models.qwen3_tts.voice_store import VoiceStore
+from engine.models.qwen3_tts.voices import VoiceCache
+from engine.models.weights import default_device_dtype, load_checkpoint, seed_weights
 
 SAMPLE_RATE = 24000
+SAMPLES_PER_FRAME = 1920        # the 12.5 Hz codec
 
 
 class TTSModel(nn.Module):
@@ -28,8 +33,9 @@ class TTSModel(nn.Module):
         self.speaker_encoder = SpeakerEncoder(cfg.speaker_encoder) if cfg.speaker_encoder else None
 
 
-@dataclass
-class LoadedModel:
+@dataclass(eq=False)
+class LoadedModel(TalkerStages, RequestLayout):
+    """Qwen3-TTS behind the engine's model interface (models/base.py)."""
     cfg: TTSConfig
     tts: TTSModel
     codec: Codec
@@ -37,6 +43,18 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
+
+    def __post_init__(self):
+        c, t = self.cfg, self.cfg.talker
+        self.audio = AudioFormat(c.num_code_groups, SAMPLES_PER_FRAME, SAMPLE_RATE)
+        self.kv_layout = KVLayout(t.num_layers, t.num_kv_heads, t.head_dim)
+        self.hidden_size, self.eos = t.hidden_size, c.codec_ids["eos"]
+        self.text_eos, self.text_pad = c.text_ids["tts_eos"], c.text_ids["tts_pad"]
+        self.builder = PromptBuilder(c, self.tts.talker)
+        self.role_ids = self.tokenizer.encode(self.text_prefix)
+
+    def voices(self, voices_dir: str | None) -> VoiceCache:
+        return VoiceCache(self, store=VoiceStore.for_model(voices_dir, self.name) if voices_dir else None)
 
     @property
     def info(self) -> dict:

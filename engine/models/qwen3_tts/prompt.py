@@ -7,15 +7,15 @@ reference-transcript rows): the same for every stream of that voice, language an
 The text that follows the prompt is fed one id per frame (`feed[consumed:]`, then tts_eos, then tts_pad)."""
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 import torch
 
+from engine.core.transfer import upload
+from engine.models.base import Prefix, Prompt
 from engine.models.qwen3_tts.config import TTSConfig
 from engine.models.qwen3_tts.talker import Talker
-from engine.core.transfer import upload
 
 _voice_ids = itertools.count()
 
@@ -36,28 +36,6 @@ class Voice:
     def key(self):
         """What the prompt depends on: the speaker id, or this clone (a number: caches keep no Voice alive)."""
         return self.speaker_id if self.xvector is None else ("clone", self.uid)
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """The rows before the first that carries target text (instruct, role, codec control with the speaker row, an
-    ICL clone's reference-transcript rows): the same for every stream of its key, which shares their KV."""
-    key: tuple
-    length: int
-    body: int                   # of them, body rows (an ICL clone's reference transcript over its frames)
-
-
-@dataclass
-class Prompt:
-    prefix: Prefix
-    prefix_rows: Callable[[], torch.Tensor] | None      # [prefix.length, H], built only where its KV is not cached
-    rows: torch.Tensor          # [L, H] the stream's own rows, after the prefix
-    consumed: int               # ids of the feed list already inside the prompt
-    eos_consumed: bool          # tts_eos already inside the prompt (non-streaming layouts)
-
-    @property
-    def length(self) -> int:
-        return self.prefix.length + self.rows.shape[0]
 
 
 class PromptBuilder:
