@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
 from engine.kernels import dense_attention, few_row_layer, layer_math, paged_attention, row_sampler, sampling, snake  # noqa: E402
 from engine.kernels.registry import KernelSettings  # noqa: E402
-from engine.core.output import SAMPLES_PER_FRAME  # noqa: E402
+from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
 
 
 def check_kernel() -> None:
