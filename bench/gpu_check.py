@@ -107,7 +107,7 @@ def run(engine, requests):
 
 
 def requests(voices=("vivian", "ryan", "aiden", "vivian"), **kw):
-    """The fourth shares the first one's prompt prefix (its KV blocks, engine/prefix_cache.py)."""
+    """The fourth shares the first one's prompt prefix (its KV blocks, engine/core/prefix_cache.py)."""
     texts = ["Hello there, this is the first stream.", "A second, much longer stream that keeps talking about "
              "trains, weather and hotels for a while.", "Third.", "A fourth stream, in the first one's voice."]
     seeded = SamplingParams(seed=11, top_k=20, top_p=0.9, subtalker_top_k=30, subtalker_top_p=0.95)

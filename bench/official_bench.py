@@ -1,7 +1,7 @@
 """The OFFICIAL qwen-tts (0.1.1) on the very random weights of our `--dummy VARIANT`, for ratios against our engine.
 
-The official classes are built from our shipped configs on the target device, seeded with engine.dummy.seed_weights
-exactly as engine.model.load_model seeds ours (talker + speaker encoder: seed; speech tokenizer: seed + 1), then cast
+The official classes are built from our shipped configs on the target device, seeded with engine.models.weights.seed_weights
+exactly as engine.models.qwen3_tts.model.load_model seeds ours (talker + speaker encoder: seed; speech tokenizer: seed + 1), then cast
 with `.to(device, dtype)`. One wrapper call per batch (the official code returns audio only at the end of the call).
 Needs qwen-tts with transformers 4.57.x (GPU: the carried wheels on PYTHONPATH; CPU: tests/stubs for torchaudio).
 

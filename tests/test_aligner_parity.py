@@ -2,7 +2,7 @@
 
 The checkpoint is built and saved with the official classes. Their save writes the thinker's class model type
 (`qwen3_asr_thinker`), with which their own loader builds a vocabulary head; config.json is repaired to say
-`qwen3_forced_aligner`, as the published one does. Weights come from engine.dummy.seed_weights, with the head
+`qwen3_forced_aligner`, as the published one does. Weights come from engine.models.weights.seed_weights, with the head
 limited to the first 60 classes (0-4.8 s), a faint `<timestamp>` embedding and sharp text attention, so that the
 timestamps vary from word to word instead of repeating one class."""
 import json

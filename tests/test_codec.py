@@ -1,4 +1,4 @@
-"""engine/codec against the official qwen-tts speech tokenizer (12 Hz), both on the same tiny random weights.
+"""engine/models/qwen3_tts/codec against the official qwen-tts speech tokenizer (12 Hz), both on the same tiny random weights.
 
 Tolerances: in float64 our decoder equals the official one, and streaming equals one-shot, to 1e-10 (observed
 ~1e-13), i.e. the same computation. In float32 we allow 1e-3 absolute on audio in [-1, 1]: these random weights

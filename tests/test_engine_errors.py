@@ -167,7 +167,7 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
 
 
 def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
-    # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/prefix_cache.py)
+    # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/core/prefix_cache.py)
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=48).start()
     try:
         big = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 40, max_frames=4))

@@ -1,4 +1,4 @@
-"""Prompt prefixes prefilled once and their KV blocks shared (engine/prefix_cache.py): the same codes as streams that
+"""Prompt prefixes prefilled once and their KV blocks shared (engine/core/prefix_cache.py): the same codes as streams that
 prefill their whole prompt themselves; blocks counted once, freed with their last user, evicted when needed."""
 from types import SimpleNamespace
 
