@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.dummy import seed_weights
-from engine.text_tokenizer import TextTokenizer
-from engine.weights import ModelLoadError, default_device_dtype, load_checkpoint
+from engine.models.weights import seed_weights
+from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
+from engine.models.weights import ModelLoadError, default_device_dtype, load_checkpoint
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
@@ -98,7 +98,7 @@ class Aligner:
         net = net.to(device, dtype).eval()
         net.pack()
         # Forwards run on a stream of their own, at the lowest priority: in the gateway they run in turns between the
-        # engine's steps (engine/turns.py); where they do run beside a step (no turns, or a turn the engine stopped
+        # engine's steps (engine/core/device_turns.py); where they do run beside a step (no turns, or a turn the engine stopped
         # waiting for), its kernels keep the SMs first.
         stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
@@ -115,7 +115,7 @@ class Aligner:
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
         than 16 kHz is resampled on the device. `turn`: turn(weights) gives a context manager for the device's time
-        (engine/turns.py) once the host's work is done, `weights` the GFLOP of the forward's slices left
+        (engine/core/device_turns.py) once the host's work is done, `weights` the GFLOP of the forward's slices left
         (aligner/forward.py); its `count` slices are queued after its `after` event, and it is ended once they are.
         Turns follow until every slice is queued; then the results are read."""
         todo = [i for i, (_, units) in enumerate(items) if units]

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.layers import pack_views
+from engine.models.qwen3 import pack_views
 
 from .config import AudioEncoderConfig
 from .packed import additive

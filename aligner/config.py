@@ -4,7 +4,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.config import LMConfig
+from engine.models.qwen3 import LMConfig
 
 ASSETS = Path(__file__).parent / "assets"
 PUBLISHED = ASSETS / "Qwen3-ForcedAligner-0.6B"      # config, tokenizer config (vocab/merges link to engine's)

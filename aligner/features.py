@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.transfer import upload
+from engine.core.transfer import upload
 
 SAMPLE_RATE, N_FFT, HOP = 16000, 400, 160
 

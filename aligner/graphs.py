@@ -1,9 +1,9 @@
-"""CUDA graphs of one function, one per shape key (like engine/graphs.py, with keys of several dimensions: the
+"""CUDA graphs of one function, one per shape key (like engine/core/graphs.py, with keys of several dimensions: the
 caller lays its inputs out at the key's shapes, aligner/layout.py). A key without a graph (the CPU, or a batch
 beyond the largest) runs the very same function eagerly. A graph's output is its static buffer: the next replay of
 its key overwrites it, so a caller that keeps it longer copies it. Graphs are captured up front, never while
 serving: a capture must not overlap the engine's work on the device."""
-from engine.graphs import capture_graph
+from engine.core.graphs import capture_graph
 
 
 class ShapeGraphs:

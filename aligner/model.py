@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.config import LMConfig
-from engine.layers import DecoderStack, Rotary
-from engine.transfer import upload
+from engine.models.qwen3 import LMConfig
+from engine.models.qwen3 import DecoderStack, Rotary
+from engine.core.transfer import upload
 
 from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig

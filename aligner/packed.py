@@ -1,4 +1,4 @@
-"""Sequences packed into rows of fixed length (aligner/layout.py): the text model's one-shot `kv` for engine.layers."""
+"""Sequences packed into rows of fixed length (aligner/layout.py): the text model's one-shot `kv` for engine/models/qwen3.py."""
 import torch
 import torch.nn.functional as F
 

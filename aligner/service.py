@@ -1,5 +1,5 @@
 """The alignment worker: one thread owns the aligner (on the engine's device, on a stream of its own) and runs the
-jobs of every context in batches, each in turns between the engine's steps (engine/turns.py) when given `turns`: a
+jobs of every context in batches, each in turns between the engine's steps (engine/core/device_turns.py) when given `turns`: a
 turn takes as many of the forward's slices (aligner/forward.py) as its budget holds, at least one.
 Callers never wait on it: submit() returns a Future at once, and a full queue or a failed batch fails the Future
 (the caller then goes on without word timestamps)."""

@@ -13,7 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.workload import workload  # noqa: E402
-from engine import Engine, SamplingParams, SynthesisRequest, runner  # noqa: E402
+from engine import Engine, SamplingParams, SynthesisRequest  # noqa: E402
+from engine.kernels.registry import KernelSettings  # noqa: E402
 
 
 async def one_stream(engine, text: str, frames: int, chunk_frames, records: list) -> None:
@@ -99,9 +100,9 @@ def main():
     import torch
     max_seqs = args.max_seqs or max(args.concurrency)
     t0 = time.perf_counter()
-    runner.SIDE_DECODE = not args.serial_decode
     engine = Engine.load(model=args.model, dummy=None if args.model else args.dummy, max_seqs=max_seqs,
-                         kv_tokens_per_seq=args.kv_tokens).start()
+                         kv_tokens_per_seq=args.kv_tokens,
+                         kernels=KernelSettings(side_decode=not args.serial_decode)).start()
     print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", flush=True)
     engine.loop.profile = args.profile
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
@@ -148,7 +149,7 @@ def against_official(variant: str, batches: list[int], frames: int, ours: list[d
     import torch
 
     from bench.official_bench import build_official, measure
-    from engine.weights import default_device_dtype
+    from engine.models.weights import default_device_dtype
     gc.collect()
     torch.cuda.empty_cache()
     tts = build_official(variant, *default_device_dtype(None, None), seed=0, attn="sdpa")

@@ -11,8 +11,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
-from engine import dense_attention, paged_attention, row_sampler, runner, skinny  # noqa: E402
-from engine.audio_out import SAMPLES_PER_FRAME  # noqa: E402
+from engine.kernels import dense_attention, few_row_layer, layer_math, paged_attention, row_sampler, sampling, snake  # noqa: E402
+from engine.kernels.registry import KernelSettings  # noqa: E402
+from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
 
 
 def check_kernel() -> None:
@@ -32,10 +33,8 @@ def check_kernel() -> None:
 
 
 def check_snake() -> None:
-    """The Triton SnakeBeta against fused.py's torch math (float32): plain, with a bias, behind a history, and on a
-    time-strided input (a transposed conv's trimmed output)."""
-    from engine import fused
-    from engine.codec import snake
+    """The Triton SnakeBeta against layer_math.py's torch math (float32): plain, with a bias, behind a history, and on
+    a time-strided input (a transposed conv's trimmed output)."""
     torch.manual_seed(0)
     worst = 0.0
     for b, t, c, ctx in ((1, 4, 1536, 6), (7, 640, 192, 54), (33, 1920, 96, 18), (5, 160, 384, 0)):
@@ -43,9 +42,9 @@ def check_snake() -> None:
         history = torch.randn(b, ctx, c, device="cuda")
         wide = torch.randn(b, t + 3, c, device="cuda")
         for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):
-            pairs = [(snake.snake(x, alpha, beta), fused.snake(x, alpha, beta)),
-                     (snake.snake(x, alpha, beta, bias), fused.snake(x, alpha, beta, bias)),
-                     (snake.snake_after(history, x, alpha, beta), fused.snake_after(history, x, alpha, beta))]
+            pairs = [(snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
+                     (snake.snake(x, alpha, beta, bias), layer_math.snake(x, alpha, beta, bias)),
+                     (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta))]
             for got, want in pairs:
                 assert got.shape == want.shape
                 worst = max(worst, (got - want).abs().max().item())
@@ -53,9 +52,8 @@ def check_snake() -> None:
     assert worst < 1e-5
 
 
-def check_skinny() -> None:
+def check_few_row_layer() -> None:
     """The few-row layer kernels and the predictor's dense attention against the torch math, at the 1.7B's shapes."""
-    from engine import fused
     da = dense_attention
     torch.manual_seed(0)
     hidden, heads, kv_heads, d, inter = 2048, 16, 8, 128, 6144
@@ -70,23 +68,22 @@ def check_skinny() -> None:
             inputs = (x, nw, r((heads + 2 * kv_heads) * d, hidden, s=0.03), heads * d, qn, kn, cos, sin, 1e-6, d)
             mlp = (x, attn, r(hidden, heads * d, s=0.03), nw, r(2 * inter, hidden, s=0.03), r(hidden, inter, s=0.03),
                    1e-6)
-            pairs = list(zip("qkv", skinny.attention_inputs(*inputs), fused.attention_inputs(*inputs)))
-            pairs.append(("mlp", skinny.attention_output_and_mlp(*mlp), fused.attention_output_and_mlp(*mlp)))
+            pairs = list(zip("qkv", few_row_layer.attention_inputs(*inputs), layer_math.attention_inputs(*inputs)))
+            pairs.append(("mlp", few_row_layer.attention_output_and_mlp(*mlp), layer_math.attention_output_and_mlp(*mlp)))
             for b, n, start in ((m, 2, 0), (m, 1, 9)):
                 ck, cv = r(b, 16, kv_heads, d), r(b, 16, kv_heads, d)
                 q, k, v = r(b * n, heads, d), r(b * n, kv_heads, d), r(b * n, kv_heads, d)
-                want = da.dense_attention_reference(q, k, v, ck.clone(), cv.clone(), start, d ** -0.5)
+                want = da.dense_attention_torch(q, k, v, ck.clone(), cv.clone(), start, d ** -0.5)
                 pairs.append(("dense attention", da.dense_attention(q, k, v, ck, cv, start, d ** -0.5), want))
             for name, got, want in pairs:
                 err = ((got.float() - want.float()).norm() / want.float().norm()).item()
                 worst[name] = max(worst.get(name, 0.0), err)
-        print(f"skinny kernels {dtype}: relative error {({k: f'{v:.1e}' for k, v in worst.items()})}")
+        print(f"few-row layer kernels {dtype}: relative error {({k: f'{v:.1e}' for k, v in worst.items()})}")
         assert max(worst.values()) < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def check_sampler() -> None:
     """The row sampler against sampling.py's torch code at the talker's and the predictor's vocabularies."""
-    from engine import sampling
     torch.manual_seed(0)
     for vocab, rows in ((2048, 1), (2048, 300), (3072, 17)):
         logits = (3 * torch.randn(rows, vocab, device="cuda")).bfloat16().float()      # bf16 heads: ties
@@ -96,7 +93,7 @@ def check_sampler() -> None:
                                    (False, 1, 100, 0.9), (True, 1, 0, 1)):
             args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
                     torch.arange(rows, device="cuda") * 7919 + 3, torch.arange(rows, device="cuda") % 7, 4)
-            got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)
+            got, want = row_sampler.sample_rows(*args), sampling.sample_rows(*args)
             assert torch.equal(got, want), (vocab, rows, greedy, temp, k, p, (got != want).sum().item())
     print("row sampler: the torch code's draws")
 
@@ -110,7 +107,7 @@ def run(engine, requests):
 
 
 def requests(voices=("vivian", "ryan", "aiden", "vivian"), **kw):
-    """The fourth shares the first one's prompt prefix (its KV blocks, engine/prefix_cache.py)."""
+    """The fourth shares the first one's prompt prefix (its KV blocks, engine/core/prefix_cache.py)."""
     texts = ["Hello there, this is the first stream.", "A second, much longer stream that keeps talking about "
              "trains, weather and hotels for a while.", "Third.", "A fourth stream, in the first one's voice."]
     seeded = SamplingParams(seed=11, top_k=20, top_p=0.9, subtalker_top_k=30, subtalker_top_p=0.95)
@@ -142,16 +139,12 @@ def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requ
     outputs = {}
     for name in paths:
         graphs, kernel, side = PATHS[name]
-        paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = kernel
-        skinny.MAX_ROWS = skinny.TILE_ROWS if kernel else 0
-        runner.SIDE_DECODE = side
         t0 = time.perf_counter()
-        engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs).start()
+        engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs,
+                             kernels=KernelSettings(triton=kernel, side_decode=side)).start()
         outputs[name] = run(engine, make_requests(engine))
         engine.shutdown()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
-    paged_attention.USE_KERNEL = dense_attention.USE_KERNEL = row_sampler.USE_KERNEL = True
-    skinny.MAX_ROWS, runner.SIDE_DECODE = skinny.TILE_ROWS, True
     fast, *others = list(outputs)              # each path against the first given (default: graphs+kernel)
     for name in others:
         same = [bool(torch.equal(x, y)) for (x, _), (y, _) in zip(outputs[fast], outputs[name])]
@@ -172,7 +165,7 @@ def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requ
 if __name__ == "__main__":
     check_kernel()
     check_snake()
-    check_skinny()
+    check_few_row_layer()
     check_sampler()
     dtypes = [a for a in sys.argv[1:] if a in ("float32", "bfloat16")] or ["float32", "bfloat16"]
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)

@@ -1,7 +1,7 @@
 """The OFFICIAL qwen-tts (0.1.1) on the very random weights of our `--dummy VARIANT`, for ratios against our engine.
 
-The official classes are built from our shipped configs on the target device, seeded with engine.dummy.seed_weights
-exactly as engine.model.load_model seeds ours (talker + speaker encoder: seed; speech tokenizer: seed + 1), then cast
+The official classes are built from our shipped configs on the target device, seeded with engine.models.weights.seed_weights
+exactly as engine.models.qwen3_tts.model.load_model seeds ours (talker + speaker encoder: seed; speech tokenizer: seed + 1), then cast
 with `.to(device, dtype)`. One wrapper call per batch (the official code returns audio only at the end of the call).
 Needs qwen-tts with transformers 4.57.x (GPU: the carried wheels on PYTHONPATH; CPU: tests/stubs for torchaudio).
 
@@ -20,9 +20,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.workload import workload  # noqa: E402
-from engine.config import ASSETS  # noqa: E402
-from engine.dummy import seed_weights  # noqa: E402
-from engine.weights import default_device_dtype, dummy_configs  # noqa: E402
+from engine.models.qwen3_tts.config import ASSETS  # noqa: E402
+from engine.models.weights import seed_weights  # noqa: E402
+from engine.models.weights import default_device_dtype  # noqa: E402
+from engine.models.qwen3_tts.checkpoint import dummy_configs  # noqa: E402
 
 SR = 24000
 
@@ -148,7 +149,7 @@ def main():
     print(f"built official {tts.model.tts_model_type} dummy:{args.variant} on {device} {dtype} in "
           f"{time.perf_counter() - t0:.1f}s", flush=True)
     if args.check_weights:
-        from engine.model import load_model
+        from engine.models.qwen3_tts.model import load_model
         ours = load_model(dummy=args.variant, device=device, dtype=dtype, seed=args.seed)
         tts_ok, tts_msg = same_weights(ours.tts, tts.model)
         codec_ok, codec_msg = same_weights(ours.codec, tts.model.speech_tokenizer.model)

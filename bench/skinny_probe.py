@@ -1,6 +1,6 @@
-"""Tile choices for the few-row products (engine/skinny.py) at the 1.7B's shapes, against cuBLAS: microseconds per
+"""Tile choices for the few-row products (engine/kernels/few_row_layer.py) at the 1.7B's shapes, against cuBLAS: microseconds per
 product at one row, each product on its own copy of the weights (as layers are: nothing stays in L2), timed as a
-CUDA graph of back-to-back launches. `--sweep`: the best tile choices per shape, for skinny._config."""
+CUDA graph of back-to-back launches. `--sweep`: the best tile choices per shape, for few_row_layer._config."""
 import argparse
 import itertools
 import sys
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import skinny  # noqa: E402
+from engine.kernels import few_row_layer  # noqa: E402
 
 SHAPES = {  # name: (N, K, kind)
     "predictor qkv": (4096, 1024, "norm"), "predictor o": (1024, 2048, "res"),
@@ -43,12 +43,12 @@ def sweep(n, k, kind, ws, x, args) -> str:
     results = []
     dt = x.dtype
     for cfg in itertools.product((16, 32), (256, 512), (3, 4), (4, 8)):
-        skinny.CONFIG[(n, k, kind == "gated", dt)] = cfg
+        few_row_layer.CONFIG[(n, k, kind == "gated", dt)] = cfg
         try:
-            results.append((graph_us([lambda w=w: skinny._linear(x, w, **args) for w in ws]), cfg))
+            results.append((graph_us([lambda w=w: few_row_layer._linear(x, w, **args) for w in ws]), cfg))
         except Exception as e:         # shared memory over the limit
             print(f"  {cfg}: {type(e).__name__}")
-    skinny.CONFIG.pop((n, k, kind == "gated", dt))
+    few_row_layer.CONFIG.pop((n, k, kind == "gated", dt))
     results.sort()
     return f"best {[(c, round(t, 1)) for t, c in results[:4]]}"
 
@@ -69,7 +69,7 @@ def main():
         mb = rows * k * 2 / 1e6
         cublas = graph_us([lambda w=w: F.linear(x, w) for w in ws])
         line = f"{name:18s} {mb:6.1f} MB  cuBLAS {cublas:5.1f} us ({mb / cublas:4.2f} TB/s)"
-        t = graph_us([lambda w=w: skinny._linear(x, w, **args) for w in ws])
+        t = graph_us([lambda w=w: few_row_layer._linear(x, w, **args) for w in ws])
         line += f"  Triton {t:5.1f} us ({mb / t:4.2f} TB/s)"
         print(line + ("  " + sweep(n, k, kind, ws, x, args) if sweeping else ""), flush=True)
 

@@ -9,7 +9,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import Engine, SamplingParams, skinny  # noqa: E402
+from engine import Engine, SamplingParams  # noqa: E402
+from engine.kernels.registry import KernelSettings  # noqa: E402
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
@@ -30,8 +31,9 @@ def stage_calls(r, b: int, context: int) -> dict:
     checkpoint's default sampling in every slot."""
     dev = r.device
     slots = torch.arange(b, device=dev)
-    for key, value in zip(r.params, r.param_row(SamplingParams().with_defaults(r.cfg.generation), 0)):
-        r.params[key][:b] = value
+    params = r.sampling.params
+    for key, value in zip(params, r.sampling.row(SamplingParams().with_defaults(r.model.cfg.generation), 0)):
+        params[key][:b] = value
     blocks_per = -(-context // r.kv.block_size)
     r.kv.tables[:b, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)
     positions = torch.full((b,), context - 1, device=dev)
@@ -84,11 +86,11 @@ def main():
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
-    p.add_argument("--skinny-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
+    p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     args = p.parse_args()
-    skinny.MAX_ROWS = args.skinny_rows
     max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64)
+    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64,
+                         kernels=KernelSettings(few_rows=args.few_rows))
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")
     for b in args.batches:

@@ -38,7 +38,7 @@ def synth(args) -> int:
     import numpy as np
 
     from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
-    from engine.audio_io import read_wav, write_wav
+    from engine.api.wav import read_wav, write_wav
 
     t0 = time.perf_counter()
     engine = Engine.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype).start()
@@ -169,7 +169,7 @@ def align(args) -> int:
     import json
 
     from aligner import Aligner
-    from engine.audio_io import read_wav
+    from engine.api.wav import read_wav
 
     audio, rate = read_wav(args.audio)
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
@@ -196,8 +196,8 @@ def main(argv=None) -> int:
             return serve(args, argv[1:])
         return {"synth": synth, "align": align}[args.command](args)
     except Exception as exc:
-        from engine.request import EngineInputError
-        from engine.weights import ModelLoadError
+        from engine.api.request import EngineInputError
+        from engine.models.weights import ModelLoadError
         if isinstance(exc, (EngineInputError, ModelLoadError, FileNotFoundError)):
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine import EngineInputError, VoiceRef
-from engine.audio_io import read_wav
+from engine.api.wav import read_wav
 from qwen_tts_client import protocol as p
 
 from .body import body_field, read_json

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from aligner import Aligner
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from integration_helpers import KEY
 
 SERVERS: dict[int, ServerThread] = {}             # by port

@@ -34,8 +34,9 @@ for _p in (str(ROOT), str(Path(__file__).parent / "stubs")):   # engine + torcha
     if _p not in sys.path:
         sys.path.append(_p)
 
-from engine.config import ASSETS  # noqa: E402
-from engine.dummy import seed_weights, tiny_codec_config, tiny_tts_config  # noqa: E402
+from engine.models.qwen3_tts.config import ASSETS  # noqa: E402
+from engine.models.weights import seed_weights  # noqa: E402
+from engine.models.qwen3_tts.checkpoint import tiny_codec_config, tiny_tts_config  # noqa: E402
 
 SR = 24000
 KINDS = {"custom_voice", "voice_design", "base"}

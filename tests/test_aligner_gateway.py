@@ -11,7 +11,7 @@ from aligner import Aligner, Word, spoken
 from aligner.text import segment
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from stand_in_aligner import StandIn
 

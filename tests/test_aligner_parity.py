@@ -2,7 +2,7 @@
 
 The checkpoint is built and saved with the official classes. Their save writes the thinker's class model type
 (`qwen3_asr_thinker`), with which their own loader builds a vocabulary head; config.json is repaired to say
-`qwen3_forced_aligner`, as the published one does. Weights come from engine.dummy.seed_weights, with the head
+`qwen3_forced_aligner`, as the published one does. Weights come from engine.models.weights.seed_weights, with the head
 limited to the first 60 classes (0-4.8 s), a faint `<timestamp>` embedding and sharp text attention, so that the
 timestamps vary from word to word instead of repeating one class."""
 import json
@@ -24,7 +24,7 @@ from aligner import Aligner  # noqa: E402
 from aligner.align import repair  # noqa: E402
 from aligner.config import PUBLISHED, tiny_config  # noqa: E402
 from aligner.text import clean, segment  # noqa: E402
-from engine.dummy import seed_weights  # noqa: E402
+from engine.models.weights import seed_weights  # noqa: E402
 
 CASES = [
     ("english", "Hello there, it's a fine day in McDonald's iPhone land. 3.5 e.g. don't!", 3.3),
@@ -147,7 +147,7 @@ def test_repair_matches_official():
 
 
 def test_cli_align_json_matches_official(checkpoint, official, tmp_path, capsys):
-    from engine.audio_io import write_wav
+    from engine.api.wav import write_wav
     from gateway.cli import main
     wav, text = tmp_path / "speech.wav", "Hello there, it's a fine day in McDonald's iPhone land."
     write_wav(wav, speech(3.3, 7), rate=16000)

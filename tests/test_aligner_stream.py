@@ -344,7 +344,7 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
     import threading
 
     from aligner import Aligner, AlignmentService
-    from engine.turns import TurnGate
+    from engine.core.device_turns import TurnGate
 
     aligner, rng = Aligner.load(dummy="tiny", device="cpu"), np.random.default_rng(0)
     jobs = [((0.1 * rng.standard_normal(s * 24000)).astype(np.float32), list(words))

@@ -1,4 +1,4 @@
-"""engine/codec against the official qwen-tts speech tokenizer (12 Hz), both on the same tiny random weights.
+"""engine/models/qwen3_tts/codec against the official qwen-tts speech tokenizer (12 Hz), both on the same tiny random weights.
 
 Tolerances: in float64 our decoder equals the official one, and streaming equals one-shot, to 1e-10 (observed
 ~1e-13), i.e. the same computation. In float32 we allow 1e-3 absolute on audio in [-1, 1]: these random weights
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.codec import Codec
-from engine.config import ASSETS
-from engine.dummy import seed_weights, tiny_codec_config
+from engine.models.qwen3_tts.codec import Codec
+from engine.models.qwen3_tts.config import ASSETS
+from engine.models.weights import seed_weights
+from engine.models.qwen3_tts.checkpoint import tiny_codec_config
 
 FRAME = 1920
 EXACT = dict(rtol=0, atol=1e-10)

@@ -10,7 +10,7 @@ import websockets
 
 from gateway.core import EngineSpec, starts
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine import Engine, EngineInputError, SamplingParams, SynthesisRequest, VoiceRef
-from engine.weights import ModelLoadError
+from engine.models.weights import ModelLoadError
 from gateway.cli import main as cli
 from reference import cached_model_dir, official_generate
 
@@ -114,7 +114,7 @@ def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_c
 
 
 def test_a_stream_past_its_reservation_with_nothing_left_to_free_ends_alone(monkeypatch):
-    monkeypatch.setattr("engine.admission.HORIZON_TOKENS", 16)        # reserves 16 of its frames
+    monkeypatch.setattr("engine.core.admission.HORIZON_TOKENS", 16)        # reserves 16 of its frames
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=64).start()
     try:
         h = engine.submit(SynthesisRequest(text="Hello there, and on and on.", ignore_eos=True))   # 88 frames
@@ -167,7 +167,7 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
 
 
 def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
-    # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/prefix_cache.py)
+    # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/core/prefix_cache.py)
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=48).start()
     try:
         big = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 40, max_frames=4))
@@ -181,7 +181,7 @@ def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue()
 
 
 def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
-    from engine.runner import MAX_CONTEXT
+    from engine.core.runner import MAX_CONTEXT
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192, max_text_chars=20000)
     try:
         long = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 9190, max_frames=40, ignore_eos=True))
@@ -222,8 +222,8 @@ def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
 def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cache():
     from types import SimpleNamespace
 
-    from engine.admission import Admission
-    admission = Admission(3, kv_tokens=768, block_size=16, max_step_ms=64.0)
+    from engine.core.admission import Admission
+    admission = Admission(3, kv_tokens=768, block_size=16, prompt_tokens=lambda seq, text_ids: 16, max_step_ms=64.0)
     prefix = SimpleNamespace(key="voice", length=20)           # its first block is shared: counted once
     seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames), voice=None,
                                          instruct_ids=None, num_text_ids=2, text_start=0, closed=True, reserved=0,

@@ -5,7 +5,7 @@ import threading
 import time
 
 from engine import Engine, SamplingParams, SynthesisRequest
-from engine.turns import TurnGate
+from engine.core.device_turns import TurnGate
 
 
 def test_an_idle_engines_gate_is_open_and_close_waits_for_the_turn():

@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,

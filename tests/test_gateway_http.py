@@ -11,9 +11,9 @@ import pytest
 import websockets
 
 from engine import Engine
-from engine.audio_io import write_wav
+from engine.api.wav import write_wav
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
 FRAMES = 12

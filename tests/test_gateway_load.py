@@ -8,7 +8,7 @@ import websockets
 
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
 SOCKETS, FRAMES = 50, 8

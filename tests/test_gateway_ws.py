@@ -12,7 +12,7 @@ import websockets
 from engine import Engine, SamplingParams, SynthesisRequest
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
 

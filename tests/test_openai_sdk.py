@@ -13,7 +13,7 @@ import pytest
 
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
 
 FRAMES = 40                   # up to 3.2 s of audio a request: long enough to see the stream before its end

@@ -8,7 +8,7 @@ import pytest
 
 from engine import Engine
 from gateway.service import GatewayConfig
-from gateway.testing import ServerThread
+from server_thread import ServerThread
 from integration_helpers import KEY
 from stand_in_aligner import StandIn
 

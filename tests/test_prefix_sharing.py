@@ -1,4 +1,4 @@
-"""Prompt prefixes prefilled once and their KV blocks shared (engine/prefix_cache.py): the same codes as streams that
+"""Prompt prefixes prefilled once and their KV blocks shared (engine/core/prefix_cache.py): the same codes as streams that
 prefill their whole prompt themselves; blocks counted once, freed with their last user, evicted when needed."""
 from types import SimpleNamespace
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
-from engine.config import TTSConfig
-from engine.kv_cache import PagedKVCache
-from engine.weights import dummy_configs
+from engine.models.qwen3_tts.config import TTSConfig
+from engine.core.kv_cache import PagedKVCache
+from engine.models.qwen3_tts.checkpoint import dummy_configs
 
 SR = 24000
 REF_TEXT = "A reference clip, read slowly and clearly, so that its transcript spans more than one block."
@@ -46,11 +46,11 @@ def codes(handle) -> np.ndarray:
 def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_themselves(engines, case, monkeypatch):
     engine, kw = engines[case[0]], case[1]
     request = lambda text: SynthesisRequest(text=text, sampling=SamplingParams.greedy(), max_frames=12, **kw)
-    engine.loop.builder.share_prefixes = False
+    engine.model.builder.share_prefixes = False
     try:
         alone = [codes(engine.submit(request(t))) for t in TEXTS]
     finally:
-        engine.loop.builder.share_prefixes = True
+        engine.model.builder.share_prefixes = True
     kv, tables = engine.runner.kv, []
     start = kv.start
     monkeypatch.setattr(kv, "start", lambda seq, prompt: (start(seq, prompt), tables.append(seq.block_table[:])))
@@ -71,8 +71,8 @@ def test_an_icl_prompt_whose_streamed_text_covers_the_frames_keeps_tts_eos_for_l
     voice = engine.voices.get("clone")
     frames = voice.ref_codes.shape[0]
     feed = voice.ref_text_ids + [9707] * (frames + 1 - len(voice.ref_text_ids))
-    prompt = engine.loop.builder.build(voice, None, None, [151644, 77091, 198], feed, closed=False,
-                                       non_streaming=False)
+    prompt = engine.model.builder.build(voice, None, None, [151644, 77091, 198], feed, closed=False,
+                                        non_streaming=False)
     assert prompt.consumed == frames + 1 and not prompt.eos_consumed
 
 

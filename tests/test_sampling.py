@@ -1,7 +1,7 @@
 """The device sampler: a seeded draw never leaves the allowed tokens, whatever its counter."""
 import torch
 
-from engine.sampling import _M32, _sample_rows, unit
+from engine.kernels.sampling import _M32, sample_rows, unit
 
 VOCAB, ALLOWED, TOP_K = 3072, 2048, 50
 
@@ -17,7 +17,7 @@ def test_sampled_codebook0_is_always_an_allowed_top_k_token():
     logits = torch.randn(rows, VOCAB, generator=torch.Generator().manual_seed(0))
     logits[:, ALLOWED:] = float("-inf")             # control ids, suppressed as the runner does
     full = lambda v, dt: torch.full((rows,), v, dtype=dt)
-    drawn = _sample_rows(logits, full(False, torch.bool), full(0.9, torch.float32), full(TOP_K, torch.int64),
+    drawn = sample_rows(logits, full(False, torch.bool), full(0.9, torch.float32), full(TOP_K, torch.int64),
                          full(1.0, torch.float32), full(0, torch.int64), torch.arange(rows), codebook=0)
     assert (drawn < ALLOWED).all()
     top = logits.topk(TOP_K, dim=-1).indices

@@ -17,7 +17,7 @@ import pytest
 import websockets
 
 from bench.load_server import ServeProcess
-from engine.audio_io import write_wav
+from engine.api.wav import write_wav
 from qwen_tts_client import protocol as p
 
 pytest.importorskip("ray.serve")

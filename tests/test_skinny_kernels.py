@@ -1,5 +1,5 @@
-"""The few-row layer kernels (engine/skinny.py), the predictor's dense attention kernel and the row sampler
-(engine/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
+"""The few-row layer kernels (engine/kernels/few_row_layer.py), the predictor's dense attention kernel and the row
+sampler (engine/kernels/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
 check covers bf16). Skipped where Triton is not installed."""
 import os
 import subprocess
@@ -12,7 +12,7 @@ pytest.importorskip("triton")
 
 SCRIPT = r"""
 import torch
-from engine import dense_attention as da, fused, skinny
+from engine.kernels import dense_attention as da, few_row_layer, layer_math
 torch.manual_seed(0)
 H, heads, kvh, D, I = 256, 4, 2, 128, 384
 worst = {}
@@ -29,17 +29,17 @@ for m in (1, 2, 16):
     if m == 16:                       # a batch at one position: one row of the tables serves every row
         cos, sin = cos[:1], sin[:1]
     inputs = (x, nw, w_qkv, heads * D, qn, kn, cos, sin, 1e-6, D)
-    for name, got, want in zip("qkv", skinny.attention_inputs(*inputs), fused.attention_inputs(*inputs)):
+    for name, got, want in zip("qkv", few_row_layer.attention_inputs(*inputs), layer_math.attention_inputs(*inputs)):
         check(name, got, want)
     args = (x, attn, wo, nw, w_gate_up, w_down, 1e-6)
-    check("mlp", skinny.attention_output_and_mlp(*args), fused.attention_output_and_mlp(*args))
-assert skinny.attention_inputs(torch.randn(17, H), *inputs[1:]) is NotImplemented     # too many rows: not here
+    check("mlp", few_row_layer.attention_output_and_mlp(*args), layer_math.attention_output_and_mlp(*args))
+assert not few_row_layer.fits_attention_inputs(16, torch.randn(17, H), *inputs[1:])     # too many rows: not here
 for b, n, start in ((1, 2, 0), (3, 1, 5), (2, 1, 15)):
     ck, cv = torch.randn(b, 16, kvh, D), torch.randn(b, 16, kvh, D)
     q, packed = torch.randn(b * n, heads, D), torch.randn(b * n, 2 * kvh * D)
     k, v = packed[:, :kvh * D].view(b * n, kvh, D), packed[:, kvh * D:].view(b * n, kvh, D)   # views, rows apart
     want_k, want_v = ck.clone(), cv.clone()
-    want = da.dense_attention_reference(q, k, v, want_k, want_v, start, D ** -0.5)
+    want = da.dense_attention_torch(q, k, v, want_k, want_v, start, D ** -0.5)
     check("dense", da.dense_attention(q, k, v, ck, cv, start, D ** -0.5), want)
     assert torch.equal(ck[:, :start + n], want_k[:, :start + n]) and torch.equal(cv[:, :start + n], want_v[:, :start + n])
 print(worst)
@@ -48,7 +48,7 @@ assert max(worst.values()) < 1e-5, worst
 
 SAMPLER = r"""
 import torch
-from engine import row_sampler, sampling
+from engine.kernels import row_sampler, sampling
 torch.manual_seed(0)
 rows, vocab = 6, 300                            # pads to 512: a masked tail
 logits = (torch.randn(rows, vocab) * 3).to(torch.bfloat16).float()      # as the bf16 heads give: many ties
@@ -61,7 +61,7 @@ for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 
     t = lambda v, dt: torch.full((rows,), v, dtype=dt)
     args = (logits, t(greedy, torch.bool), t(temp, torch.float32), t(k, torch.int64), t(p, torch.float32),
             torch.arange(rows) * 7919 + 3, torch.arange(rows) % 3, 4)
-    got, want = row_sampler.sample_rows(*args), sampling._sample_rows(*args)
+    got, want = row_sampler.sample_rows(*args), sampling.sample_rows(*args)
     assert torch.equal(got, want), (greedy, temp, k, p, got, want)
     assert torch.equal(row_sampler.sample_rows(logits.bfloat16(), *args[1:]), want)      # the heads' own dtype
     assert greedy or not torch.equal(got, logits.argmax(-1))      # the draws are not the argmax

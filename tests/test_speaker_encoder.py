@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.audio import log_mel_spectrogram, slaney_mel_filters
-from engine.dummy import seed_weights, tiny_tts_config
-from engine.speaker_encoder import SpeakerEncoder
+from engine.models.qwen3_tts.log_mel import log_mel_spectrogram, slaney_mel_filters
+from engine.models.weights import seed_weights
+from engine.models.qwen3_tts.checkpoint import tiny_tts_config
+from engine.models.qwen3_tts.speaker_encoder import SpeakerEncoder
 
 ref = pytest.importorskip("qwen_tts.core.models.modeling_qwen3_tts")
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig  # noqa: E402

@@ -5,9 +5,10 @@ from hypothesis import example, given, settings, strategies as st
 from test_text_tokenizer import ATOMS
 
 from engine import Engine, SynthesisRequest
-from engine.sequence import ROLE, Sequence
-from engine.text_intake import TextIntake
-from engine.text_tokenizer import TextTokenizer
+from engine.core.sequence import Sequence
+from engine.core.text_intake import TextIntake
+from engine.models.qwen3_tts.requests import ROLE
+from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 
 TOKENIZER = TextTokenizer.load()
 PIECES = ATOMS + ["<|im_", "start|>", "end|>", "|>", "tts_pad>", "<|im_start|>assistant\n", "   ", "\u0301\u0323",
@@ -34,8 +35,8 @@ def pieces_of(text: str, cuts: list[int]) -> list[str]:
        st.lists(st.booleans(), max_size=14))
 def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(streams, settles):
     """Several streams settle in one batch; pieces settle one at a time or a few together, as they pile up per step."""
-    intake = TextIntake(TOKENIZER)
-    seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0) for i in range(len(streams))]
+    intake = TextIntake(TOKENIZER, role_ids=3)
+    seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(len(streams))]
     plans = [pieces_of(text, cuts) for text, cuts in streams]
     sent = ["" for _ in seqs]
     steps = max(map(len, plans)) + 1
@@ -105,8 +106,8 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
 
 
 def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
-    intake = TextIntake(TOKENIZER)
-    bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0) for i in range(2))
+    intake = TextIntake(TOKENIZER, role_ids=3)
+    bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(2))
     intake.add(bad, "Hi \ud800 there")                 # a lone surrogate: JSON can carry one
     intake.add(good, "Hello there. ")
     assert [(seq.id, error.code) for seq, error in intake.settle()] == [(bad.id, "invalid_request")]

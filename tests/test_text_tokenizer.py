@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from engine.config import ASSETS
-from engine.text_tokenizer import TextTokenizer
+from engine.models.qwen3_tts.config import ASSETS
+from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 
 CORPUS = [
     "Hello, world! This is a test.",

@@ -15,8 +15,8 @@ from concurrent.futures import Future
 import zmq
 import zmq.asyncio
 
-from engine.handle import RequestHandle
-from engine.validate import Validator
+from engine.api.handle import RequestHandle
+from engine.api.validate import Validator
 
 from . import wire
 from .remote import RemoteAligner, VoiceNames

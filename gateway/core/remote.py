@@ -1,7 +1,7 @@
 """What a front end holds of the core's state: the registered voices as last reported, and the aligner's submit."""
 from concurrent.futures import Future
 
-from engine.voice_store import VoiceStore
+from engine.models.qwen3_tts.voice_store import VoiceStore
 
 
 class VoiceNames:

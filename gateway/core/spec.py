@@ -29,7 +29,7 @@ class EngineSpec:
 
         from aligner import Aligner
         from engine import Engine
-        from engine.weights import default_device_dtype
+        from engine.models.weights import default_device_dtype
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"

@@ -1,0 +1,140 @@
+"""The engine: one thread owns the model and runs every step for all active streams.
+
+Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
+handles that receive AudioChunks; they never touch tensors."""
+import gc
+import itertools
+import logging
+import queue
+import secrets
+import sys
+import threading
+
+import torch
+
+from engine.api.handle import RequestHandle
+from engine.api.request import SynthesisRequest, VoiceRef
+from engine.api.validate import Validator
+from engine.core.admission import Admission
+from engine.core.device_turns import TurnGate
+from engine.core.engine_thread import EngineThread
+from engine.core.isolation import FaultIsolation
+from engine.core.memory import kv_blocks_for_memory
+from engine.core.runner import ModelRunner
+from engine.core.scheduler import Scheduler
+from engine.core.sequence import Sequence
+from engine.core.step import StepLoop
+from engine.kernels.registry import KernelSettings, select
+from engine.models.base import Model
+
+log = logging.getLogger("qwen_tts_engine")
+
+
+class Engine(EngineThread):
+    def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
+                 gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
+                 max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
+                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None):
+        """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
+        (core/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
+        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory."""
+        self.model = model
+        cuda = model.device.type == "cuda"
+        block_size = block_size or (64 if cuda else 16)
+        if cuda:
+            torch.backends.cudnn.benchmark = True       # fixed shapes per graph bucket: pick the fastest convs
+        chosen = select(model.device, kernels)
+        log.info("kernels: %s", chosen.describe())
+        by_memory = kv_tokens_per_seq is None and cuda
+        kv_blocks = None if by_memory else max_seqs * (kv_tokens_per_seq or 2048) // block_size
+        self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs, chosen.side_decode)
+        if by_memory:
+            self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization))
+        if self.runner.predict_stage.use_graphs:
+            reserved = torch.cuda.memory_reserved()
+            self.runner.capture_all()
+            log.info("graphs captured: %.1f GiB", (torch.cuda.memory_reserved() - reserved) / (1 << 30))
+        gc.collect()
+        gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
+        kv = self.runner.kv
+        admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
+        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
+        self.voices = model.voices(voices_dir)
+        self.validator = Validator(model.cfg, self.voices, max_text_chars)
+        self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.isolation = FaultIsolation(self.scheduler)
+        self.turns = TurnGate()                  # device time for the aligner, between steps
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.seqs: dict[int, Sequence] = {}
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._stop = False
+        self.errors = 0
+
+    @classmethod
+    def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
+             **kwargs) -> "Engine":
+        from engine.models.qwen3_tts.model import load_model      # the one model family with checkpoints
+        return cls(load_model(model=model, dummy=dummy, device=device, dtype=dtype, seed=seed), **kwargs)
+
+    @property
+    def info(self) -> dict:
+        return self.model.info
+
+    @property
+    def num_active(self) -> int:
+        return self.scheduler.num_active
+
+    @property
+    def step_ms(self) -> float:
+        """Moving average of a step's wall time: every running stream gains one 80 ms frame per step."""
+        return self.loop.step_s * 1000
+
+    def stats(self) -> dict:
+        sched = self.scheduler
+        return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),
+                    frames=self.loop.frames_total, errors=self.errors, step_ms=self.step_ms,
+                    max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
+                    kv_reserved=sched.admission.reserved,
+                    kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
+
+    # caller side (any thread) -------------------------------------------------------------------------------
+    def submit(self, request: SynthesisRequest, sink=None) -> RequestHandle:
+        """`sink(handle, item)` takes the request's chunks and its error (on the engine thread) instead of the
+        handle's queue. A request beyond the engine's capacity gets EngineInputError `busy` from its handle."""
+        request = self.validator.prepare(request)
+        seq_id = next(self._ids)                 # atomic: submit may come from several threads
+        seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        handle = RequestHandle(self, seq_id, sink)
+        self.inbox.put(("add", Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)))
+        return handle
+
+    def append_text(self, seq_id: int, text: str) -> None:
+        self.inbox.put(("append", seq_id, text))
+
+    def close_text(self, seq_id: int) -> None:
+        self.inbox.put(("close", seq_id))
+
+    def cancel(self, seq_id: int) -> None:
+        self.inbox.put(("cancel", seq_id))
+
+    def register_voice(self, name: str, ref: VoiceRef):
+        """Computes the clone conditioning once on the engine thread; returns a concurrent Future."""
+        return self.voices.register(name, ref, self.inbox)
+
+    def delete_voice(self, name: str) -> bool:
+        return self.voices.delete(name)
+
+    def start(self) -> "Engine":
+        # The step thread waits on the GPU a few times per step and must get the interpreter back at once: with the
+        # default 5 ms switch interval, a busy event loop or aligner thread held it that long after every wait.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
+        self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._stop = True
+        self.inbox.put(("wake",))
+        if self._thread:
+            self._thread.join(timeout=10)

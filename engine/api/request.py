@@ -1,0 +1,83 @@
+"""What callers hand the engine and what it hands back: plain dataclasses, no tensors."""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class EngineInputError(ValueError):
+    """Bad request input; `code` is a stable machine-readable reason."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+# the official wrapper's fallbacks when a checkpoint has no generation_config.json
+_FALLBACK = dict(do_sample=True, temperature=0.9, top_k=50, top_p=1.0, repetition_penalty=1.05,
+                 subtalker_dosample=True, subtalker_temperature=0.9, subtalker_top_k=50, subtalker_top_p=1.0)
+
+
+@dataclass
+class SamplingParams:
+    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling; None: the checkpoint's
+    generation_config.json value (the published files: 0.9 / 50 / 1.0, repetition penalty 1.05)."""
+    do_sample: bool | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    subtalker_do_sample: bool | None = None
+    subtalker_temperature: float | None = None
+    subtalker_top_k: int | None = None
+    subtalker_top_p: float | None = None
+    seed: int | None = None
+
+    @classmethod
+    def greedy(cls, **kw) -> "SamplingParams":
+        return cls(do_sample=False, subtalker_do_sample=False, **kw)
+
+    def with_defaults(self, generation: dict) -> "SamplingParams":
+        """Every unset field from the checkpoint's generation config (keys as the official code names them)."""
+        def pick(field: str):
+            key = "subtalker_dosample" if field == "subtalker_do_sample" else field
+            value = getattr(self, field)
+            return value if value is not None else generation.get(key, _FALLBACK[key])
+        fields = [f for f in self.__dataclass_fields__ if f != "seed"]
+        return SamplingParams(**{f: pick(f) for f in fields}, seed=self.seed)
+
+
+@dataclass
+class VoiceRef:
+    """A voice-clone reference (Base models). `audio` is mono float32 at `sample_rate`."""
+    audio: np.ndarray
+    sample_rate: int
+    text: str | None = None          # transcript: ICL mode; None with x_vector_only
+    x_vector_only: bool = False
+
+
+@dataclass
+class SynthesisRequest:
+    text: str = ""
+    voice: str | None = None          # CustomVoice speaker, or a registered clone voice name
+    language: str = "auto"
+    instruct: str | None = None
+    ref: VoiceRef | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_frames: int | None = None     # at most this many frames; None: budget scaled to the text length
+    ignore_eos: bool = False          # benchmarks: never stop on EOS
+    text_complete: bool = True        # False: more text follows through append_text(); close_text() ends it
+    non_streaming_text: bool = False  # whole text in the prompt (needs text_complete)
+    chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # audio chunk sizes in frames; the last one repeats
+    adaptive_chunks: bool = True      # send early when a real-time listener's buffer runs low
+
+
+@dataclass
+class AudioChunk:
+    """One piece of a request's audio: float32 PCM at the model's sample rate, and the codec frames behind it."""
+    pcm: np.ndarray
+    codes: np.ndarray                 # int64 (frames, codebooks)
+    frame_offset: int
+    sample_offset: int
+    final: bool = False
+    finish_reason: str | None = None  # on the final chunk: eos | max_frames | length | cancelled
+    sent_at: float = 0.0              # time.perf_counter() when the engine sent it

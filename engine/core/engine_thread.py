@@ -1,0 +1,106 @@
+"""The engine thread: drains the inbox of commands, runs each step, and gives the side work turns between steps."""
+import queue
+import time
+import traceback
+
+import torch
+
+from engine.api.request import EngineInputError
+from engine.core.sequence import Sequence, Status
+
+
+class EngineThread:
+    # engine thread --------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        if self.model.device.type == "cuda":
+            # The highest priority: work beside the engine (the aligner) gets only the SMs its steps leave idle.
+            torch.cuda.synchronize(self.model.device)
+            torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
+        while not self._stop:
+            busy = self.scheduler.has_work() or self.loop.audio.in_flight
+            if not busy:
+                self.turns.idle()
+            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
+            if self._stop:
+                break
+            self._follow(self.turns.close())
+            try:
+                self.isolation.run(self.loop.step)
+            except Exception as exc:          # a failed step ends the stream(s) that made it fail, never the engine
+                self.errors += 1
+                traceback.print_exc()
+                self.loop.drop_in_flight()
+                for seq, error in self.isolation.failed(exc):
+                    self._fail(seq, error)
+            else:
+                self._give_turn()
+        self.turns.idle()
+        for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
+            self._fail(seq, RuntimeError("engine shut down"))
+
+    def _give_turn(self) -> None:
+        """A turn to the waiting side work (core/device_turns.py) if every listener has 1.5x what it asks for and a few
+        steps of audio ahead (its budget: what they can spare); what they need meanwhile goes out first."""
+        cost = self.turns.wanted
+        if cost is None:
+            return
+        reserve = max(0.1, 3 * self.loop.step_s)           # the next step and its audio's read
+        slack = self.scheduler.slack_s(time.perf_counter())
+        budget = (slack - reserve) / 1.5
+        if budget < cost:
+            return
+        self.loop.audio.send(slack)
+        self.runner.join_decode()                          # the turn follows all of the step, its decode too
+        cuda = self.model.device.type == "cuda"
+        # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
+        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,
+                                     max(0.01, budget / 2), budget))
+
+    @staticmethod
+    def _follow(done) -> None:
+        if done is not None:
+            torch.cuda.current_stream().wait_event(done)
+
+    def _drain(self, wait_s: float) -> None:
+        """Apply every queued command, waiting up to `wait_s` for the first one."""
+        try:
+            cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
+            while True:
+                try:
+                    self._apply(cmd)
+                except Exception:             # a bad command must never stop the engine thread
+                    self.errors += 1
+                    traceback.print_exc()
+                cmd = self.inbox.get_nowait()
+        except queue.Empty:
+            pass
+        self.loop.settle_text()               # the text appended meanwhile, tokenized once per stream
+        for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
+            del self.seqs[seq_id]
+
+    def _apply(self, cmd) -> None:
+        kind, *args = cmd
+        if kind == "add":
+            seq = args[0]
+            try:
+                self.loop.admit_request(seq, self.voices)
+                self.scheduler.add(seq, self.step_ms)
+                self.seqs[seq.id] = seq
+            except EngineInputError as exc:
+                seq.handle.deliver(exc)
+            except Exception as exc:            # e.g. reference audio the encoders cannot take
+                seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
+        elif kind == "voice":
+            self.voices.compute(*args)
+        elif kind in ("append", "close", "cancel"):
+            seq = self.seqs.get(args[0])
+            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
+                return                          # text after close_text would be spoken after end-of-text
+            if kind == "cancel":
+                self.loop.end(seq, "cancelled")
+            else:
+                self.loop.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
+
+    def _fail(self, seq: Sequence, exc: Exception) -> None:
+        self.scheduler.finish(seq, "error")
+        seq.handle.deliver(exc)

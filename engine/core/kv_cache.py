@@ -1,0 +1,128 @@
+"""Paged KV cache for the talker: a pool of fixed-size blocks and a block table per stream slot.
+
+The host hands out blocks (`start`, `grow`, `release`); a stream's table starts with the full blocks of its prompt's
+prefix, shared with every stream of that prefix (prefix_cache.py). The device keeps every slot's block table and
+learns only the blocks taken since the last step (`sync_tables`); a prefix is prefilled through a table row of its
+own, after the stream slots'. Every new token (a prompt's during prefill, one per stream during decode) is a query
+row: `locate` finds its cache slot and context on the device, from its table row and position, and `attend` writes
+the rows' keys and values, then reads each row's live tokens only."""
+from collections import deque
+
+import torch
+
+from engine.models.qwen3 import LMConfig
+from engine.kernels.registry import ops
+from engine.core.prefix_cache import PrefixCache
+from engine.core.transfer import upload
+
+
+class PagedKVCache:
+    def __init__(self, cfg: LMConfig, num_blocks: int, block_size: int, stream_slots: int, max_blocks: int,
+                 dtype, device):
+        """The last block and the last stream slot are scratch: padding rows write there."""
+        shape = (cfg.num_layers, num_blocks * block_size, cfg.num_kv_heads, cfg.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.block_size, self.num_blocks, self.stream_slots = block_size, num_blocks, stream_slots
+        self.free_blocks = deque(range(num_blocks - 1))
+        self.prefixes = PrefixCache()
+        self.tables = torch.full((2 * stream_slots, max_blocks), num_blocks - 1, dtype=torch.int64, device=device)
+        self.one_per_stream = False
+
+    def _blocks(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def blocks_needed(self, seq, new_tokens: int) -> int:
+        return max(0, self._blocks(seq.num_tokens + new_tokens) - len(seq.block_table))
+
+    def available(self) -> int:
+        """Blocks free, or held by cached prefixes no stream uses."""
+        return len(self.free_blocks) + self.prefixes.idle_blocks
+
+    def _take(self, n: int) -> list[int]:
+        while len(self.free_blocks) < n:
+            self.free_blocks.extend(self.prefixes.evict())
+        return [self.free_blocks.popleft() for _ in range(n)]
+
+    def can_grow(self, seq, new_tokens: int) -> bool:
+        return self.blocks_needed(seq, new_tokens) <= self.available()
+
+    def grow(self, seq, new_tokens: int) -> None:
+        seq.block_table += self._take(self.blocks_needed(seq, new_tokens))
+
+    def _own_blocks(self, prompt) -> int:
+        """A new stream's blocks after its prefix's full ones: its prompt and its first frame."""
+        return self._blocks(prompt.length + 1) - prompt.prefix.length // self.block_size
+
+    def can_start(self, prompt) -> bool:
+        entry = self.prefixes.get(prompt.prefix.key)
+        available = self.available() - (len(entry.blocks) if entry is not None and not entry.users else 0)
+        prefix = self._blocks(prompt.prefix.length) if entry is None else 0
+        return prefix + self._own_blocks(prompt) <= available
+
+    def prefill_tokens(self, prompt) -> int:
+        """Rows a new stream adds to the prefill: its own, and its prefix's unless cached."""
+        return prompt.rows.shape[0] + (0 if prompt.prefix.key in self.prefixes.entries else prompt.prefix.length)
+
+    def start(self, seq, prompt) -> None:
+        """A new stream's blocks: its prefix's full ones shared (the prefix taken into the cache first), then its
+        own: its prompt's rows after the prefix, starting with its copy of the prefix's partial last block."""
+        prefix = prompt.prefix
+        entry = self.prefixes.get(prefix.key)
+        if entry is None:
+            entry = self.prefixes.add(prefix.key, prefix.length, self._take(self._blocks(prefix.length)))
+        else:
+            self.prefixes.use(entry)
+        seq.cached_prefix, seq.num_tokens = entry, entry.length
+        seq.block_table = entry.blocks[:entry.length // self.block_size]
+        self.grow(seq, prompt.rows.shape[0])
+
+    def release(self, seq) -> None:
+        if seq.cached_prefix is not None:
+            self.free_blocks.extend(seq.block_table[seq.cached_prefix.length // self.block_size:])
+            self.prefixes.release(seq.cached_prefix)
+        seq.cached_prefix, seq.block_table, seq.synced_blocks = None, [], 0
+
+    def copy_partial_blocks(self, seqs) -> None:
+        """Each new stream's copy of its prefix's partial last block, which its own rows continue: one copy."""
+        pairs = [(s.cached_prefix.blocks[-1], s.block_table[len(s.cached_prefix.blocks) - 1]) for s in seqs
+                 if s.cached_prefix.length % self.block_size]
+        if pairs:
+            blocks = upload(pairs, device=self.k.device)
+            src, dst = (blocks[:, i, None] * self.block_size + torch.arange(self.block_size, device=self.k.device)
+                        for i in (0, 1))
+            self.k[:, dst.flatten()] = self.k[:, src.flatten()]
+            self.v[:, dst.flatten()] = self.v[:, src.flatten()]
+
+    def prefix_table_rows(self, entries) -> list[int]:
+        """Table rows through which `entries` (prefixes not prefilled yet) are prefilled: one each, after the
+        stream slots'."""
+        rows = [self.stream_slots + i for i in range(len(entries))]
+        self._write_tables([(r, i, b) for r, e in zip(rows, entries) for i, b in enumerate(e.blocks)])
+        return rows
+
+    def sync_tables(self, seqs) -> None:
+        """Blocks taken since the last sync into the device tables: a few entries per step, one copy."""
+        new = [(s.slot, i, s.block_table[i]) for s in seqs for i in range(s.synced_blocks, len(s.block_table))]
+        for s in seqs:
+            s.synced_blocks = len(s.block_table)
+        self._write_tables(new)
+
+    def _write_tables(self, entries: list[tuple[int, int, int]]) -> None:
+        if entries:
+            rows, cols, blocks = upload(entries, device=self.tables.device).unbind(1)
+            self.tables[rows, cols] = blocks
+
+    def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor, one_per_stream: bool = False) -> None:
+        """The step's rows (one per new token: its table row, a stream's slot or a prefix's, and position) -> where
+        each writes and reads.
+        `one_per_stream` (decode): no row reads another's key, so attention may write them as it goes."""
+        self.one_per_stream = one_per_stream
+        tables = self.tables[stream_slots]
+        blocks = tables.gather(1, (positions // self.block_size)[:, None])[:, 0]
+        self.slot_mapping, self.block_tables = blocks * self.block_size + positions % self.block_size, tables
+        self.context_lens = positions + 1
+
+    def attend(self, layer: int, q, k, v, scale: float):
+        return ops.paged_attention(q, self.k[layer], self.v[layer], self.block_tables, self.context_lens, scale,
+                               self.block_size, (k, v, self.slot_mapping), self.one_per_stream)

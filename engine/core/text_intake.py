@@ -1,0 +1,57 @@
+"""Text intake at O(new text) per append: the ids of a stream's text that no later text can change settle once;
+only the unsettled tail, with what arrived since, is tokenized again, once per step for all streams in one call."""
+from engine.api.request import EngineInputError
+from engine.core.sequence import Sequence, Status
+
+
+class TextIntake:
+    def __init__(self, tokenizer, role_ids: int):
+        """role_ids: how many ids the text prefix that Sequence.unsettled starts with gives."""
+        self.tokenizer, self.role_ids = tokenizer, role_ids
+        self.changed: dict[int, Sequence] = {}      # streams with text or a close not tokenized yet
+
+    def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:
+        """O(len(text)): the text waits for settle()."""
+        if text:
+            seq.unsettled.append(text)
+        seq.closed = seq.closed or closed
+        self.changed[seq.id] = seq
+
+    def settle(self) -> list[tuple[Sequence, EngineInputError]]:
+        """Tokenize the changed streams' unsettled text; returns the streams to end, with why."""
+        if not self.changed:
+            return []
+        seqs = [s for s in self.changed.values() if s.status is not Status.FINISHED]
+        self.changed = {}
+        tails = ["".join(s.unsettled) for s in seqs]
+        closed = [s.closed for s in seqs]
+        try:
+            splits = self.tokenizer.split_final_batch(tails, closed)
+        except TypeError:         # a text the tokenizer refuses (a lone surrogate) must not hold back the others
+            splits = [self._split_alone(tail, c) for tail, c in zip(tails, closed)]
+        failed = []
+        for seq, tail, split in zip(seqs, tails, splits):
+            if split is None:
+                failed.append((seq, EngineInputError("invalid_request", "the text could not be tokenized")))
+                continue
+            ids, count, cut = split
+            self._commit(seq, ids, count)
+            seq.unsettled = [tail[cut:]]
+            if seq.closed and not seq.num_text_ids:
+                failed.append((seq, EngineInputError("empty_text", "the request's text ended up empty")))
+        return failed
+
+    def _split_alone(self, tail: str, closed: bool):
+        try:
+            return self.tokenizer.split_final_batch([tail], [closed])[0]
+        except TypeError:
+            return None
+
+    def _commit(self, seq: Sequence, ids: list[int], count: int) -> None:
+        """ids: the tail's whole encoding, its first `count` final. The role ids are read before they are final,
+        as the whole text's encoding gives them now."""
+        role = max(0, self.role_ids - seq.settled)
+        if role:
+            seq.role_ids = seq.role_ids[:self.role_ids - role] + ids[:role]
+        seq.feed.extend(ids[role:count])
+        seq.settled += count

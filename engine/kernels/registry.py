@@ -1,0 +1,89 @@
+"""Which implementation serves each op: chosen once at load, from the device and the settings, in `select`.
+
+Until then (and on the CPU) every op is its torch definition. A kernel that takes only some shapes is paired with
+the implementation it replaces, and each call goes to the one its shapes fit."""
+import logging
+from dataclasses import dataclass
+from functools import partial
+from types import SimpleNamespace
+
+import torch
+
+from engine.kernels import (dense_attention, few_row_layer, layer_math, paged_attention, row_copy, row_sampler,
+                            sampling, snake)
+
+log = logging.getLogger("qwen_tts_engine")
+
+TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention_inputs,
+             attention_output_and_mlp=layer_math.attention_output_and_mlp, snake=layer_math.snake,
+             snake_after=layer_math.snake_after, sample_rows=sampling.sample_rows,
+             process_talker_logits=sampling.process_talker_logits,
+             paged_attention=paged_attention.paged_attention_torch,
+             dense_attention=dense_attention.dense_attention_torch, write_rows=row_copy.write_rows_torch)
+COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
+            "process_talker_logits")
+
+ops = SimpleNamespace(**TORCH)        # the ops as chosen: the layers, the codec and the stages call these
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    compile: bool = True          # the layer math torch.compile'd on CUDA (off: every op eager)
+    triton: bool = True           # Triton attention, row sampler and few-row layers on CUDA (off: the torch code)
+    few_rows: int = few_row_layer.TILE_ROWS     # the most rows the few-row layer kernels take (0: never)
+    side_decode: bool = True      # with CUDA graphs, the codec decodes on a stream of its own beside the talker
+
+
+@dataclass(frozen=True)
+class Kernels:
+    choices: dict                 # op -> what serves it
+    side_decode: bool
+
+    def describe(self) -> str:
+        return " ".join(f"{op}={how}" for op, how in self.choices.items()) + \
+            f" decode={'side stream' if self.side_decode else 'in line'}"
+
+
+def by_shape(fits, kernel, otherwise):
+    def call(*args):
+        return kernel(*args) if fits(*args) else otherwise(*args)
+    return call
+
+
+def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
+    """Sets `ops` for `device` and returns what was chosen."""
+    chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
+    gpu = device.type == "cuda"
+    cuda = gpu and few_row_layer.triton is not None
+
+    def use(op, fn, name):
+        chosen[op], names[op] = fn, name
+
+    if cuda:
+        use("write_rows", by_shape(row_copy.fits, row_copy.write_rows, row_copy.write_rows_torch), "triton|torch")
+        if settings.triton:
+            use("paged_attention", paged_attention.paged_attention, "triton")
+            use("dense_attention", by_shape(dense_attention.fits, dense_attention.dense_attention,
+                                            dense_attention.dense_attention_torch), "triton|torch")
+    if gpu and settings.compile:
+        # one function serves layers of several widths and strides (the codec's snake): allow the variants
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
+        for op in COMPILED:
+            use(op, torch.compile(TORCH[op], dynamic=True), "compiled")
+        if cuda:
+            use("snake", by_shape(snake.fits_snake, snake.snake, chosen["snake"]), "triton|compiled")
+            use("snake_after", by_shape(snake.fits_snake_after, snake.snake_after, chosen["snake_after"]),
+                "triton|compiled")
+        if cuda and settings.triton:
+            use("sample_rows", by_shape(row_sampler.fits, row_sampler.sample_rows, chosen["sample_rows"]),
+                f"triton(vocab<={row_sampler.MAX_VOCAB})|compiled")
+        if cuda and settings.triton and settings.few_rows:
+            rows = f"few_row(<={min(settings.few_rows, few_row_layer.TILE_ROWS)} rows)|compiled"
+            use("attention_inputs", by_shape(partial(few_row_layer.fits_attention_inputs, settings.few_rows),
+                                             few_row_layer.attention_inputs, chosen["attention_inputs"]), rows)
+            use("attention_output_and_mlp", by_shape(partial(few_row_layer.fits_output_and_mlp, settings.few_rows),
+                                                     few_row_layer.attention_output_and_mlp,
+                                                     chosen["attention_output_and_mlp"]), rows)
+    ops.__dict__.update(chosen)
+    return Kernels(names, side_decode=gpu and settings.side_decode)

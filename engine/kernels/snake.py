@@ -1,0 +1,75 @@
+"""SnakeBeta as one Triton pass: snake(x [+ bias]), or [history, snake(x)] along time for a causal conv.
+
+The compiled math is bound by the precise sine (billions a step at batch 512); here it is the hardware's
+approximation after a range reduction, within 1e-6. layer_math.py stays the definition."""
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+except ImportError:          # CPU-only installs
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _sin(x):
+        # the hardware's approximate sine (error ~1e-6 on [-pi, pi]) after a two-part reduction by 2 pi: the precise
+        # library sine made the kernel compute-bound
+        k = libdevice.rint(x * 0.15915494309189535)
+        r = x - k * 6.2831854820251465
+        return libdevice.fast_sinf(r + k * 1.7484556000744487e-07)
+
+    @triton.jit
+    def _snake_kernel(out_ptr, x_ptr, hist_ptr, alpha_ptr, beta_ptr, bias_ptr, rows, frames, context, channels,
+                      x_batch_stride, x_time_stride, HAS_BIAS: tl.constexpr, ROWS: tl.constexpr,
+                      BLOCK_C: tl.constexpr):
+        r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)      # output rows: b * (context + T) + t
+        c = tl.arange(0, BLOCK_C)
+        live_c = c < channels
+        b, t = r // (context + frames), r % (context + frames)
+        new = (t >= context) & (r < rows)
+        old = (t < context) & (r < rows)
+        x = tl.load(x_ptr + (b * x_batch_stride + (t - context) * x_time_stride)[:, None] + c[None, :],
+                    mask=new[:, None] & live_c[None, :], other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            x += tl.load(bias_ptr + c, mask=live_c, other=0.0).to(tl.float32)[None, :]
+        alpha = tl.exp(tl.load(alpha_ptr + c, mask=live_c, other=0.0).to(tl.float32))
+        inv_beta = 1.0 / (tl.exp(tl.load(beta_ptr + c, mask=live_c, other=0.0).to(tl.float32)) + 1e-9)
+        s = _sin(x * alpha[None, :])
+        y = x + s * s * inv_beta[None, :]
+        h = tl.load(hist_ptr + (b * context + t)[:, None] * channels + c[None, :],
+                    mask=old[:, None] & live_c[None, :], other=0.0).to(tl.float32)
+        y = tl.where(new[:, None], y, h)
+        tl.store(out_ptr + r[:, None] * channels + c[None, :], y.to(out_ptr.dtype.element_ty),
+                 mask=(new | old)[:, None] & live_c[None, :])
+
+
+def _launch(history, x, alpha, beta, bias):
+    batch, frames, channels = x.shape
+    context = 0 if history is None else history.shape[1]
+    out = torch.empty(batch, context + frames, channels, dtype=x.dtype, device=x.device)
+    block_c = triton.next_power_of_2(channels)
+    rows_per = max(1, 4096 // block_c)
+    rows = batch * (context + frames)
+    _snake_kernel[(triton.cdiv(rows, rows_per),)](
+        out, x, x if history is None else history, alpha, beta, x if bias is None else bias, rows, frames, context,
+        channels, x.stride(0), x.stride(1), HAS_BIAS=bias is not None, ROWS=rows_per, BLOCK_C=block_c,
+        num_warps=4)
+    return out
+
+
+def fits_snake(x, *_) -> bool:
+    return x.stride(2) == 1
+
+
+def fits_snake_after(history, x, *_) -> bool:
+    return x.stride(2) == 1 and history.is_contiguous()
+
+
+def snake(x, alpha, beta, bias=None):
+    return _launch(None, x, alpha, beta, bias)
+
+
+def snake_after(history, x, alpha, beta):
+    return _launch(history, x, alpha, beta, None)

@@ -1,0 +1,130 @@
+"""Streaming codec decoder: 16 codes per 12.5 Hz frame -> 1920 samples of 24 kHz audio.
+
+Every layer is causal, so a stream is decoded frame by frame from per-slot state (conv histories, window KV caches,
+RoPE positions) and the audio equals a one-shot decode of all its codes. A slot is one stream; one call decodes
+the same number of new frames for a batch of slots."""
+import math
+
+import torch
+from torch import nn
+
+from engine.kernels.registry import ops
+from engine.models.qwen3_tts.codec.layers import CausalConv, CausalTransConv, ConvNeXtBlock, SnakeBeta, Stateful, channels_last
+from engine.models.qwen3_tts.codec.quantizer import Dequantizer
+from engine.models.qwen3_tts.codec.transformer import DecoderTransformer
+
+
+class ResidualUnit(nn.Module):
+    def __init__(self, dim: int, dilation: int):
+        super().__init__()
+        self.act1 = SnakeBeta(dim)
+        self.conv1 = CausalConv(dim, dim, 7, dilation=dilation)
+        self.act2 = SnakeBeta(dim)
+        self.conv2 = CausalConv(dim, dim, 1)
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+        h = self.conv1(x, slots, self.act1, with_bias=False)
+        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias)       # one fused pass
+        return x + self.conv2(h, slots)
+
+
+class UpsampleBlock(nn.Module):
+    """Snake, transposed conv (x rate, halving the channels), residual units with dilations 1, 3, 9."""
+
+    def __init__(self, in_dim: int, out_dim: int, rate: int):
+        super().__init__()
+        self.block = nn.ModuleList([SnakeBeta(in_dim), CausalTransConv(in_dim, out_dim, 2 * rate, rate),
+                                    *(ResidualUnit(out_dim, dilation) for dilation in (1, 3, 9))])
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+        x = self.block[1](x, slots, self.block[0])
+        for unit in self.block[2:]:
+            x = unit(x, slots)
+        return x
+
+
+class CodecDecoder(nn.Module):
+    """Built from the speech_tokenizer config; state_dict keys are the checkpoint's `decoder.*` keys unprefixed."""
+
+    def __init__(self, config: dict, max_streams: int = 0):
+        super().__init__()
+        cfg = config["decoder_config"]
+        latent, rates = cfg["latent_dim"], cfg["upsample_rates"]
+        self.num_quantizers = cfg["num_quantizers"]
+        self.samples_per_frame = math.prod(rates) * math.prod(cfg["upsampling_ratios"])
+        self.quantizer = Dequantizer(cfg["num_quantizers"], cfg["codebook_size"], cfg["codebook_dim"] // 2,
+                                     cfg["codebook_dim"])
+        self.pre_conv = CausalConv(cfg["codebook_dim"], latent, 3)
+        self.pre_transformer = DecoderTransformer(cfg)
+        self.upsample = nn.ModuleList(nn.ModuleList([CausalTransConv(latent, latent, ratio, ratio),
+                                                     ConvNeXtBlock(latent)])
+                                      for ratio in cfg["upsampling_ratios"])
+        dims = [cfg["decoder_dim"] // 2 ** i for i in range(len(rates) + 1)]
+        self.decoder = nn.ModuleList([CausalConv(latent, dims[0], 7),
+                                      *(UpsampleBlock(dims[i], dims[i + 1], rate) for i, rate in enumerate(rates)),
+                                      SnakeBeta(dims[-1]), CausalConv(dims[-1], 1, 7)])
+        self.allocate(max_streams)
+
+    @property
+    def max_streams(self) -> int:
+        return self.pre_transformer.position.shape[0]
+
+    def allocate(self, max_streams: int):
+        """Zeroed state for `max_streams` slots, on the device and in the dtype of the weights (it follows .to())."""
+        weight = self.pre_conv.conv.weight
+        for module in self.modules():
+            if isinstance(module, Stateful):
+                module.allocate(max_streams, weight.dtype, weight.device)
+
+    @torch.no_grad()
+    def pack(self) -> None:
+        """Conv weights laid out channels-last, as the NHWC convs read them (values unchanged)."""
+        for module in self.modules():
+            if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
+                channels_last(module)
+
+    def reset(self, slots: torch.Tensor):
+        """Forget the streams in `slots`: their next frame is frame 0 of a new stream."""
+        for module in self.modules():
+            if isinstance(module, Stateful):
+                module.reset(slots)
+
+    @torch.no_grad()
+    def decode(self, codes: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+        """codes [B, T, K] continue the streams in `slots` [B] (distinct) -> audio [B, T * samples_per_frame].
+
+        `slots=None` decodes B fresh streams without touching any state."""
+        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)      # [B, T, C] from here on
+        x = self.pre_transformer(x, slots)
+        for trans_conv, convnext in self.upsample:
+            x = convnext(trans_conv(x, slots), slots)
+        x = self.decoder[0](x, slots)
+        for block in self.decoder[1:-2]:
+            x = block(x, slots)
+        x = self.decoder[-1](x, slots, self.decoder[-2])
+        return x.clamp(-1, 1).squeeze(2)
+
+    def prime(self, codes: torch.Tensor, slots: torch.Tensor):
+        """Feed context frames whose audio is not wanted (a voice clone's reference codes): the stream then
+        continues as if they had been decoded, which is what the reference's decode-and-cut amounts to."""
+        self.decode(codes, slots)
+
+    def _states(self) -> list[tuple[Stateful, str]]:
+        return [(m, name) for m in self.modules() if isinstance(m, Stateful) for name in m.state_specs]
+
+    def primed_state(self, codes: torch.Tensor, slot: torch.Tensor) -> list[torch.Tensor]:
+        """The state a stream has after the context frames codes [T, K], primed in `slot` [1] (a scratch slot)
+        and copied out: new streams start from it (`load`) instead of decoding the context again."""
+        self.reset(slot)
+        self.prime(codes[None], slot)
+        return [getattr(m, name)[slot] for m, name in self._states()]
+
+    def load(self, slots: torch.Tensor, states: list[torch.Tensor]):
+        """states[i] [B, ...] (one row per slot, in `primed_state`'s order) into the state of `slots` [B]: one
+        indexed copy per state tensor."""
+        for (m, name), rows in zip(self._states(), states):
+            ops.write_rows(getattr(m, name), slots, rows)
+
+    def decode_all(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [T, K] -> audio [T * samples_per_frame], one-shot."""
+        return self.decode(codes[None], None)[0]

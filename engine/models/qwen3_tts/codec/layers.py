@@ -1,0 +1,138 @@
+"""Causal conv building blocks of the codec decoder, each able to continue a stream from per-slot state.
+
+Activations are channels-last, [B, T, C]: the convs run as NHWC conv2d (cuDNN's native layout on tensor cores,
+no layout transposes) and the norms, MLPs and SnakeBeta work on the last dimension. Every stateful layer keeps
+what it needs from the past in buffers whose first dimension is the slot (one stream). `forward(x, slots)` reads
+the state of `slots`, processes only the new frames and writes the state back; `slots=None` decodes from
+silence without touching any state (one-shot use)."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.kernels.registry import ops
+
+
+class Stateful(nn.Module):
+    """A layer whose per-stream state lives in non-persistent buffers of shape [slots, *shape]."""
+
+    def __init__(self):
+        super().__init__()
+        self.state_specs: dict[str, tuple[tuple[int, ...], torch.dtype | None]] = {}
+
+    def add_state(self, name: str, shape: tuple[int, ...], dtype: torch.dtype | None = None):
+        self.state_specs[name] = (tuple(shape), dtype)
+        self.register_buffer(name, torch.zeros(0, *shape, dtype=dtype or torch.float32), persistent=False)
+
+    def allocate(self, num_slots: int, dtype: torch.dtype, device: torch.device):
+        for name, (shape, own_dtype) in self.state_specs.items():
+            setattr(self, name, torch.zeros(num_slots, *shape, dtype=own_dtype or dtype, device=device))
+
+    def reset(self, slots: torch.Tensor):
+        for name in self.state_specs:
+            getattr(self, name).index_fill_(0, slots, 0)
+
+    def read_state(self, name: str, slots: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+        if slots is None:
+            shape, dtype = self.state_specs[name]
+            return torch.zeros(like.shape[0], *shape, dtype=dtype or like.dtype, device=like.device)
+        return getattr(self, name)[slots]
+
+    def write_state(self, name: str, slots: torch.Tensor | None, value: torch.Tensor):
+        if slots is not None:
+            ops.write_rows(getattr(self, name), slots, value)
+
+    def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
+        """A causal conv's input: act(x) (act: a SnakeBeta before the conv, or None) behind the slots' carried
+        `context` inputs along time, in one fused pass; its tail becomes the new history."""
+        if not self.context:
+            return x if act is None else act(x)
+        history = self.read_state("history", slots, x)
+        x = ops.snake_after(history, x, act.alpha, act.beta) if act is not None else torch.cat([history, x], dim=1)
+        self.write_state("history", slots, x[:, x.shape[1] - self.context:])
+        return x
+
+
+def channels_last(conv: nn.Module) -> None:
+    """Re-lay a conv's [out, in, k] weight so that its [out, in, 1, k] view is channels-last (same values)."""
+    w = conv.weight.data
+    conv.weight.data = w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
+
+
+def as_nhwc(x: torch.Tensor) -> torch.Tensor:
+    """[B, T, C] -> the [B, C, 1, T] view conv2d takes (channels-last memory when x is contiguous)."""
+    return x.transpose(1, 2).unsqueeze(2)
+
+
+def from_nhwc(y: torch.Tensor) -> torch.Tensor:
+    return y.squeeze(2).transpose(1, 2)
+
+
+class CausalConv(Stateful):
+    """Conv1d that sees only the past: the last (kernel-1)*dilation input samples are carried between calls."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, groups=groups)
+        self.context = (kernel_size - 1) * dilation
+        if self.context:
+            self.add_state("history", (self.context, in_channels))
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
+                with_bias: bool = True) -> torch.Tensor:
+        """with_bias=False leaves the bias to the caller, to fuse into what follows (cuDNN adds it in a separate, slow pass)."""
+        x = self.conv_input(x, slots, act)
+        c = self.conv
+        bias = c.bias if with_bias else None
+        if c.kernel_size[0] == 1 and c.groups == 1:          # pointwise: a GEMM with the bias in its epilogue
+            return F.linear(x, c.weight[:, :, 0], bias)
+        return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], bias, dilation=(1, c.dilation[0]),
+                                  groups=c.groups))
+
+
+class CausalTransConv(Stateful):
+    """ConvTranspose1d trimmed on the right so that output frame i depends on inputs <= i only.
+
+    With kernel > stride an output also overlaps earlier inputs; those are carried between calls."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int):
+        super().__init__()
+        self.conv = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride)
+        self.stride = stride
+        self.context = -(-kernel_size // stride) - 1
+        if self.context:
+            self.add_state("history", (self.context, in_channels))
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
+        new = x.shape[1] * self.stride
+        x = self.conv_input(x, slots, act)
+        start = self.context * self.stride
+        y = F.conv_transpose2d(as_nhwc(x), self.conv.weight[:, :, None], self.conv.bias, stride=(1, self.stride))
+        return from_nhwc(y[..., start:start + new])
+
+
+class SnakeBeta(nn.Module):
+    """x + sin^2(x * e^alpha) / e^beta, per channel (the last dimension; parameters stored on log scale)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.zeros(channels))
+        self.beta = nn.Parameter(torch.zeros(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.snake(x, self.alpha, self.beta)
+
+
+class ConvNeXtBlock(nn.Module):
+    """Causal depthwise conv, LayerNorm, pointwise MLP (x4, GELU), scaled by gamma, plus the input."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dwconv = CausalConv(dim, dim, 7, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+        h = self.pwconv2(F.gelu(self.pwconv1(self.norm(self.dwconv(x, slots)))))
+        return x + self.gamma * h

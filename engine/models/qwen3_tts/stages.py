@@ -1,0 +1,84 @@
+"""Qwen3-TTS's stages on slot-indexed device state: each stream's hidden state, pending codebook-0 id, repetition
+mask, counters and codec-decoder state live in rows indexed by its slot, so a stage needs only its batch's slots."""
+import torch
+
+from engine.core.transfer import upload
+from engine.kernels.registry import ops
+from engine.models.sampling import FAULT, guard, sample
+
+CONTROL_IDS = 1024              # the talker vocabulary's last ids: control tokens, never a frame's code
+
+
+class TalkerStages:
+    def allocate(self, slots: int) -> None:
+        tcfg = self.cfg.talker
+        z = lambda *shape, dt=self.dtype: torch.zeros(*shape, dtype=dt, device=self.device)
+        self.scratch = slots - 1
+        self.hidden, self.frame_embed = z(slots, tcfg.hidden_size), z(slots, tcfg.hidden_size)
+        self.c0, self.num_c0, self.frames = z(slots, dt=torch.int64), z(slots, dt=torch.int64), z(slots, dt=torch.int64)
+        self.seen = z(slots, tcfg.vocab_size, dt=torch.bool)
+        self.true = torch.ones((), dtype=torch.bool, device=self.device)
+        self.suppress = z(tcfg.vocab_size, dt=torch.bool)
+        self.suppress[tcfg.vocab_size - CONTROL_IDS:] = True       # only codes 0-2047 and EOS remain
+        self.suppress[self.eos] = False
+        self.codec.decoder.allocate(slots)
+
+    def reset(self, slots: torch.Tensor, seqs: list) -> None:
+        """Fresh state for new streams; a clone's codec state after its reference frames."""
+        self.seen[slots] = False
+        self.num_c0[slots] = 0
+        self.frames[slots] = 0
+        self.codec.decoder.reset(slots)
+        clones = [s for s in seqs if s.voice.ref_codes is not None]
+        if clones:
+            self._load_primed(clones)
+
+    def _load_primed(self, seqs) -> None:
+        """A clone's codec state is primed once per voice (in the scratch slot, kept by the Voice), then copied into
+        the slots of all the streams that start now."""
+        voices = list({id(s.voice): s.voice for s in seqs}.values())
+        decoder = self.codec.decoder
+        for v in voices:
+            if v.codec_state is None:
+                v.codec_state = decoder.primed_state(upload(v.ref_codes, device=self.device),
+                                                     upload([self.scratch], device=self.device))
+        which = upload([voices.index(s.voice) for s in seqs], device=self.device)
+        decoder.load(upload([s.slot for s in seqs], device=self.device),
+                     [torch.cat(rows)[which] for rows in zip(*(v.codec_state for v in voices))])
+
+    def _sample_c0(self, slots, hidden, allow_eos, sampling, all_greedy: bool):
+        talker = self.tts.talker
+        logits = ops.process_talker_logits(talker.logits(hidden), self.seen[slots], sampling.params["penalty"][slots],
+                                           allow_eos, self.suppress, self.eos)
+        c0 = sample(logits, sampling.batch(slots, "", self.num_c0[slots], all_greedy), codebook=0)
+        self.seen.index_put_((slots, c0), self.true)
+        c0 = guard(logits, c0)
+        self.c0[slots] = c0
+        self.hidden[slots] = hidden
+        self.num_c0[slots] += 1
+        return c0
+
+    def prefill(self, rows, positions, kv):
+        return self.tts.talker(rows, positions, kv)
+
+    def first(self, slots, hidden, sampling, all_greedy: bool):
+        """A new stream's first codebook-0 id, from its prompt's last hidden state (EOS never comes first)."""
+        return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), sampling, all_greedy)
+
+    def talk(self, slots, text_ids, positions, allow_eos, kv, sampling, all_greedy: bool):
+        talker = self.tts.talker
+        x = self.frame_embed[slots] + talker.embed_text(text_ids)
+        return self._sample_c0(slots, talker(x, positions, kv), allow_eos, sampling, all_greedy)
+
+    def predict(self, slots, sampling, all_greedy: bool):
+        talker = self.tts.talker
+        c0 = self.c0[slots]
+        c0 = c0.masked_fill((c0 == self.eos) | (c0 == FAULT), 0)   # not seen on the host yet: its frame is dropped
+        params = sampling.batch(slots, "sub_", self.frames[slots], all_greedy)
+        codes = torch.cat([c0[:, None], talker.code_predictor(self.hidden[slots], talker.embed_codec(c0), params)], 1)
+        self.frame_embed[slots] = talker.embed_frame(codes)
+        self.frames[slots] += 1
+        return codes
+
+    def decode(self, slots, codes):
+        return self.codec.decoder.decode(codes[:, None], slots).float()

@@ -1,0 +1,80 @@
+"""Clone voices: conditioning computed once (x-vector, reference codes, transcript ids), kept in a bounded LRU in
+front of the voice store on disk (voice_store.py) when there is one: the store is the registry that every replica
+shares, so a cached voice is used only while its file is unchanged (one stat per request that names it)."""
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+
+from engine.models.qwen3_tts.prompt import Voice
+from engine.api.request import EngineInputError, VoiceRef
+from engine.models.qwen3_tts.voice_store import VoiceStore
+
+
+class VoiceCache:
+    def __init__(self, model, capacity: int = 64, store: VoiceStore | None = None):
+        self.model, self.capacity, self.store = model, capacity, store
+        self._voices: OrderedDict[str, tuple[Voice, int | None]] = OrderedDict()   # name -> voice, its file's version
+        self._lock = threading.Lock()
+
+    def __contains__(self, name: str) -> bool:
+        if self.store is not None:
+            return self.store.version(name) is not None
+        with self._lock:
+            return name in self._voices
+
+    def names(self) -> list[str]:
+        if self.store is not None:
+            return self.store.names()
+        with self._lock:
+            return list(self._voices)
+
+    def get(self, name: str) -> Voice | None:
+        """Engine thread. A voice another replica re-registered is loaded again; one it deleted is gone."""
+        version = self.store.version(name) if self.store is not None else None
+        with self._lock:
+            voice, cached = self._voices.get(name, (None, None))
+            if voice is not None and cached == version:
+                self._voices.move_to_end(name)
+                return voice
+            self._voices.pop(name, None)
+        if version is None:
+            return None
+        voice = self.store.load(name, self.model.device)     # a fresh Voice: its primed codec state, frame rows
+        if voice is not None:                                # and prefix KV are built again on first use
+            self._keep(name, voice, version)
+        return voice
+
+    def delete(self, name: str) -> bool:
+        with self._lock:
+            cached = self._voices.pop(name, None) is not None
+        return self.store.delete(name) if self.store is not None else cached
+
+    def register(self, name: str, ref: VoiceRef, inbox) -> Future:
+        if self.model.cfg.model_type != "base":
+            raise EngineInputError("invalid_request", "registering a cloned voice needs a Base model")
+        if not ref.x_vector_only and not (ref.text or "").strip():
+            raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript")
+        future: Future = Future()
+        inbox.put(("voice", name, ref, future))
+        return future
+
+    def compute(self, name: str, ref: VoiceRef, future: Future) -> None:
+        """Engine thread."""
+        if not future.set_running_or_notify_cancel():   # the caller gave up (cancelled): setting it would raise here
+            return
+        try:
+            voice = self.model.make_voice(ref)
+            if self.store is not None:
+                self.store.save(name, voice, ref.text)
+        except Exception as exc:
+            future.set_exception(exc)
+            return
+        self._keep(name, voice, self.store.version(name) if self.store is not None else None)
+        future.set_result(name)
+
+    def _keep(self, name: str, voice: Voice, version: int | None) -> None:
+        with self._lock:
+            self._voices[name] = (voice, version)
+            self._voices.move_to_end(name)
+            while len(self._voices) > self.capacity:
+                self._voices.popitem(last=False)
