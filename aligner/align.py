@@ -98,7 +98,7 @@ class Aligner:
         net = net.to(device, dtype).eval()
         net.pack()
         # Forwards run on a stream of their own, at the lowest priority: in the gateway they run in turns between the
-        # engine's steps (engine/core/device_turns.py); where they do run beside a step (no turns, or a turn the engine stopped
+        # engine's steps (engine.side_work); where they do run beside a step (no turns, or a turn the engine stopped
         # waiting for), its kernels keep the SMs first.
         stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
@@ -115,9 +115,9 @@ class Aligner:
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
         than 16 kHz is resampled on the device. `turn`: turn(weights) gives a context manager for the device's time
-        (engine/core/device_turns.py) once the host's work is done, `weights` the GFLOP of the forward's slices left
-        (aligner/forward.py); its `count` slices are queued after its `after` event, and it is ended once they are.
-        Turns follow until every slice is queued; then the results are read."""
+        (a turn of engine.side_work) once the host's work is done, `weights` the GFLOP of the forward's slices left
+        (aligner/forward.py); it yields (count, turn): `count` slices are queued after the turn's `after` event, and
+        the turn is ended once they are. Turns follow until every slice is queued; then the results are read."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -132,12 +132,13 @@ class Aligner:
         mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
         forward = Forward(self.model, mel, plan)
         while forward.left:
-            with turn(forward.left) if turn is not None else contextlib.nullcontext() as now, self._on_stream():
+            whole = contextlib.nullcontext((len(forward.left), None))
+            with turn(forward.left) if turn is not None else whole as (count, now), self._on_stream():
                 marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
                 if now is not None and now.after is not None:
                     self.stream.wait_event(now.after)
                 marks and marks[0].record()
-                forward.run(len(forward.left) if now is None else now.count)
+                forward.run(count)
                 marks and marks[1].record()
                 if now is not None:
                     now.end(*reversed(marks))

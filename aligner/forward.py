@@ -1,6 +1,6 @@
 """One batch's forward as a sequence of slices: per planned layout (aligner/model.py `plan`), the encoder's layers in
 its slices, then the text model's. In the gateway a forward runs in turns between the engine's steps
-(engine/core/device_turns.py); a slice (a CUDA graph per shape) bounds how long a turn holds the device, and `weights` (GFLOP
+(engine.side_work); a slice (a CUDA graph per shape) bounds how long a turn holds the device, and `weights` (GFLOP
 per slice) let the caller fit the next slices into the turn it was given."""
 import torch
 

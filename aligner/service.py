@@ -1,5 +1,5 @@
 """The alignment worker: one thread owns the aligner (on the engine's device, on a stream of its own) and runs the
-jobs of every context in batches, each in turns between the engine's steps (engine/core/device_turns.py) when given `turns`: a
+jobs of every context in batches, each in turns between the engine's steps when given the engine's `side_work`: a
 turn takes as many of the forward's slices (aligner/forward.py) as its budget holds, at least one.
 Callers never wait on it: submit() returns a Future at once, and a full queue or a failed batch fails the Future
 (the caller then goes on without word timestamps)."""
@@ -18,14 +18,15 @@ class AlignmentUnavailable(RuntimeError):
 
 class AlignmentService:
     def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 384.0, max_queue: int = 1024,
-                 turns=None, gather: float = 0.25, gather_margin: float = 0.6):
+                 side_work=None, gather: float = 0.25, gather_margin: float = 0.6):
         """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
         ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
         rows of 8 s): the larger the forward, the less it costs per second of audio (it runs in slices, each turn
         as many as the engine can spare). A forward waits up to `gather` s for more jobs, and not past
-        `gather_margin` s before its jobs' earliest due time."""
+        `gather_margin` s before its jobs' earliest due time. `side_work`: the engine's hook (engine.side_work) that
+        gives turns on its device between its steps (None: forwards run at once)."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
-        self.turns, self.gather, self.gather_margin = turns, gather, gather_margin
+        self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
         self.jobs: queue.Queue = queue.Queue(max_queue)
         self.later = None                         # the job that did not fit the last batch
@@ -91,14 +92,14 @@ class AlignmentService:
         @contextlib.contextmanager
         def turn(weights: list[float]):           # the aligner asks once its host work is done
             costs, asked = [self.fixed_s + self.per_gflop_s * w for w in weights], time.monotonic()
-            with self.turns.turn(costs[0]) as t:
+            with self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
-                t.count = fitting(costs, t.budget_s)
-                taken.append((t, sum(weights[:t.count])))
-                yield t
+                count = fitting(costs, t.budget_s)
+                taken.append((t, sum(weights[:count])))
+                yield count, t
         t0 = time.perf_counter()
         try:
-            results = self.aligner.align_units(items, RATE, turn if self.turns else None)
+            results = self.aligner.align_units(items, RATE, turn if self.side_work else None)
             spent = [(t.seconds(), gflop) for t, gflop in taken]
         except Exception as exc:
             self.stats["failed"] += len(batch)

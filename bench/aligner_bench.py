@@ -55,8 +55,8 @@ class Span:
     @contextlib.contextmanager
     def __call__(self, weights):
         self.asked = self.asked or time.perf_counter()
-        yield types.SimpleNamespace(after=None, count=len(weights),
-                                    end=lambda done=None, started=None: self.marks.append((started, done)))
+        end = lambda done=None, started=None: self.marks.append((started, done))
+        yield len(weights), types.SimpleNamespace(after=None, end=end)
 
     def device_ms(self) -> float:
         if not self.marks or self.marks[0][0] is None:
@@ -256,7 +256,7 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
             records.append(await one_stream(engine, service, text, frames, len(records), times, leads, early,
                                             latencies))
 
-    before = dict(service.stats, **{f"turns_{k}": v for k, v in engine.turns.stats.items()}) if service else {}
+    before = dict(service.stats, **{f"turns_{k}": v for k, v in engine.side_work.stats.items()}) if service else {}
     steps, frames, cpu, _ = engine.loop.steps, engine.loop.frames_total, thread_cpu(), probe.take()
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(c)))
@@ -279,7 +279,7 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
                    aligner_busy=busy / wall, aligned_ratio=aligned / generated,
                    aligner_ms_per_audio_s=busy * 1000 / generated,
                    aligner_device_ms_per_aligned_s=device * 1000 / max(aligned, 1e-9),
-                   **{f"turns_{k}": v - before[f"turns_{k}"] for k, v in engine.turns.stats.items()},
+                   **{f"turns_{k}": v - before[f"turns_{k}"] for k, v in engine.side_work.stats.items()},
                    **{f"{k}_per_forward": (service.stats[k] - before[k]) / max(1, service.stats["batches"] -
                                                                               before["batches"])
                       for k in ("jobs", "turns")})
@@ -354,7 +354,7 @@ def main():
         kernels(aligner, b)
     profiler = profile_forwards(aligner) if args.host_profile else None
     service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds,
-                               turns=None if args.concurrent else engine.turns).start()
+                               side_work=None if args.concurrent else engine.side_work).start()
     probe = InterpreterProbe()
     asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times, probe))     # warm-up
     if profiler is not None:

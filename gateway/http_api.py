@@ -59,7 +59,7 @@ def api(handler):
 @api
 async def list_voices(request: Request, gateway) -> JSONResponse:
     builtin = [{"name": name, "type": "builtin"} for name in gateway.engine.info["speakers"]]
-    return JSONResponse({"voices": builtin + [{"name": n, "type": "clone"} for n in gateway.engine.voices.names()]})
+    return JSONResponse({"voices": builtin + [{"name": n, "type": "clone"} for n in gateway.engine.voice_names()]})
 
 
 @api

@@ -83,7 +83,7 @@ class Gateway:
         self.status = "failed"
 
     def voices(self) -> list[str]:
-        return list(self.engine.info["speakers"]) + self.engine.voices.names()
+        return list(self.engine.info["speakers"]) + self.engine.voice_names()
 
     def authorized(self, headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
         if not self.config.api_keys:

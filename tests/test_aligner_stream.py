@@ -344,15 +344,15 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
     import threading
 
     from aligner import Aligner, AlignmentService
-    from engine.core.device_turns import TurnGate
+    from engine.core.side_work import SideWork
 
     aligner, rng = Aligner.load(dummy="tiny", device="cpu"), np.random.default_rng(0)
     jobs = [((0.1 * rng.standard_normal(s * 24000)).astype(np.float32), list(words))
             for s, words in ((2, "abc"), (1, "d"))]
     expected = aligner.align_units(jobs, 24000)
     slices = len(aligner.model.encoder) + len(aligner.model.text)
-    gate, stop = TurnGate(), threading.Event()
-    service = AlignmentService(aligner, turns=gate).start()
+    gate, stop = SideWork(), threading.Event()
+    service = AlignmentService(aligner, side_work=gate).start()
     service.fixed_s, service.per_gflop_s = 0.0, 1.0            # a slice costs its GFLOP in seconds
     budget = [None]                                           # None: what the waiting slice asks for
 

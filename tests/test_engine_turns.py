@@ -1,15 +1,15 @@
-"""Turns for side work (the aligner) between the engine's steps: at once while the engine is idle; after a step only
+"""Turns for side work between the engine's steps: at once while the engine is idle; after a step only
 when every generating stream has the turn's cost of audio ahead of its listener; the engine never steps during a
 turn, and a turn stuck on the host holds it back at most the gate's timeout."""
 import threading
 import time
 
 from engine import Engine, SamplingParams, SynthesisRequest
-from engine.core.device_turns import TurnGate
+from engine.core.side_work import SideWork
 
 
 def test_an_idle_engines_gate_is_open_and_close_waits_for_the_turn():
-    gate = TurnGate(timeout_s=5)
+    gate = SideWork(timeout_s=5)
     gate.idle()
     closer = threading.Thread(target=gate.close)
     with gate.turn(1.0) as turn:
@@ -22,7 +22,7 @@ def test_an_idle_engines_gate_is_open_and_close_waits_for_the_turn():
 
 
 def test_a_busy_engine_gives_a_turn_to_a_waiting_caller_and_waits_only_for_its_launch():
-    gate = TurnGate(timeout_s=5)
+    gate = SideWork(timeout_s=5)
     assert gate.give("step") is None                     # no one waits: no turn
     seen = []
 
@@ -44,7 +44,7 @@ def test_a_busy_engine_gives_a_turn_to_a_waiting_caller_and_waits_only_for_its_l
 
 
 def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
-    gate, release = TurnGate(timeout_s=0.2), threading.Event()
+    gate, release = SideWork(timeout_s=0.2), threading.Event()
 
     def side():
         with gate.turn(0.01):
@@ -68,7 +68,7 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
 
     def side():
         while not stop.is_set():
-            with engine.turns.turn(0.3) as turn:
+            with engine.side_work.turn(0.3) as turn:
                 steps, slack = engine.loop.steps, engine.scheduler.slack_s(time.perf_counter())
                 time.sleep(0.3)
                 turns.append((turn.given, slack, engine.loop.steps - steps))

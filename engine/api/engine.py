@@ -16,11 +16,11 @@ from engine.api.handle import RequestHandle
 from engine.api.request import SynthesisRequest, VoiceRef
 from engine.api.validate import Validator
 from engine.core.admission import Admission
-from engine.core.device_turns import TurnGate
 from engine.core.engine_thread import EngineThread
 from engine.core.isolation import FaultIsolation
 from engine.core.memory import kv_blocks_for_memory
 from engine.core.runner import ModelRunner
+from engine.core.side_work import SideWork
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.step import StepLoop
@@ -63,7 +63,7 @@ class Engine(EngineThread):
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
         self.loop = StepLoop(model, self.runner, self.scheduler)
         self.isolation = FaultIsolation(self.scheduler)
-        self.turns = TurnGate()                  # device time for the aligner, between steps
+        self.side_work = SideWork()              # the public hook: device time for work beside the engine
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.seqs: dict[int, Sequence] = {}
         self._ids = itertools.count(1)
@@ -125,9 +125,18 @@ class Engine(EngineThread):
     def delete_voice(self, name: str) -> bool:
         return self.voices.delete(name)
 
+    def voice_names(self) -> list[str]:
+        return self.voices.names()
+
+    def description(self) -> dict:
+        """What a client in another process needs to check requests as the engine does and to read stored voices."""
+        store = self.voices.store
+        return dict(info=self.info, cfg=self.model.cfg, max_text_chars=self.validator.max_text_chars,
+                    voices_dir=str(store.path) if store is not None else None)
+
     def start(self) -> "Engine":
         # The step thread waits on the GPU a few times per step and must get the interpreter back at once: with the
-        # default 5 ms switch interval, a busy event loop or aligner thread held it that long after every wait.
+        # default 5 ms switch interval, a busy event loop or side work's thread held it that long after every wait.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
         self._thread.start()

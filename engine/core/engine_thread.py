@@ -13,17 +13,17 @@ class EngineThread:
     # engine thread --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         if self.model.device.type == "cuda":
-            # The highest priority: work beside the engine (the aligner) gets only the SMs its steps leave idle.
+            # The highest priority: work beside the engine gets only the SMs its steps leave idle.
             torch.cuda.synchronize(self.model.device)
             torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
         while not self._stop:
             busy = self.scheduler.has_work() or self.loop.audio.in_flight
             if not busy:
-                self.turns.idle()
+                self.side_work.idle()
             self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
             if self._stop:
                 break
-            self._follow(self.turns.close())
+            self._follow(self.side_work.close())
             try:
                 self.isolation.run(self.loop.step)
             except Exception as exc:          # a failed step ends the stream(s) that made it fail, never the engine
@@ -33,28 +33,24 @@ class EngineThread:
                 for seq, error in self.isolation.failed(exc):
                     self._fail(seq, error)
             else:
-                self._give_turn()
-        self.turns.idle()
+                self._offer_turn()
+        self.side_work.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
             self._fail(seq, RuntimeError("engine shut down"))
 
-    def _give_turn(self) -> None:
-        """A turn to the waiting side work (core/device_turns.py) if every listener has 1.5x what it asks for and a few
-        steps of audio ahead (its budget: what they can spare); what they need meanwhile goes out first."""
-        cost = self.turns.wanted
-        if cost is None:
+    def _offer_turn(self) -> None:
+        """A turn to waiting side work (core/side_work.py) from the listeners' slack, past a reserve for the next step
+        and its audio's read."""
+        if self.side_work.wanted is None:
             return
-        reserve = max(0.1, 3 * self.loop.step_s)           # the next step and its audio's read
         slack = self.scheduler.slack_s(time.perf_counter())
-        budget = (slack - reserve) / 1.5
-        if budget < cost:
-            return
+        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.loop.step_s), lambda: self._before_turn(slack)))
+
+    def _before_turn(self, slack: float):
+        """What the listeners need meanwhile goes out first; the turn follows all of the step, its decode too."""
         self.loop.audio.send(slack)
-        self.runner.join_decode()                          # the turn follows all of the step, its decode too
-        cuda = self.model.device.type == "cuda"
-        # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
-        self._follow(self.turns.give(torch.cuda.current_stream().record_event() if cuda else None,
-                                     max(0.01, budget / 2), budget))
+        self.runner.join_decode()
+        return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
 
     @staticmethod
     def _follow(done) -> None:

@@ -1,5 +1,5 @@
 """The talker's KV cache sized by what the GPU has left, as vLLM's --gpu-memory-utilization does: of `utilization`
-times the card's memory, what the weights, state buffers and anything else loaded (the aligner) leave once the
+times the card's memory, what the weights, state buffers and anything else loaded (side models) leave once the
 stages' graphs have their memory (each stage run once eagerly at its largest bucket, scaled by what capture was seen
 to take); every remaining byte holds KV blocks."""
 import logging

@@ -1,4 +1,4 @@
-"""The Qwen3 decoder layer, shared by the talker, the code predictor and the aligner.
+"""The Qwen3 decoder layer, shared by the talker, the code predictor and side models.
 
 Tokens are packed: activations are [N, hidden] with one position per token. Attention reads and writes
 its cache through a `kv` object (paged for the talker, dense for the predictor); the math around it is the
@@ -13,7 +13,7 @@ from engine.kernels.registry import ops
 
 @dataclass
 class LMConfig:
-    """A Qwen3 decoder stack (talker, code predictor, aligner text model)."""
+    """A Qwen3 decoder stack (talker, code predictor, a side model's text model)."""
     hidden_size: int
     intermediate_size: int
     num_layers: int

@@ -35,9 +35,8 @@ class EngineClient:
         self.ids = itertools.count(1)
         self.pending: list = []
         self.voices, self.stats = VoiceNames(), {}
-        self.info = self.validator = self.worker = self.on_failure = None
+        self.info = self.validator = self.worker = self.on_failure = self.failure = None
         self.aligner: RemoteAligner | None = None
-        self.failure: str | None = None
         self.identity = uuid.uuid4().bytes
 
     @property
@@ -87,6 +86,9 @@ class EngineClient:
 
     def delete_voice(self, name: str) -> asyncio.Future:
         return self._call("delete_voice", name)
+
+    def voice_names(self) -> list[str]:
+        return self.voices.names()
 
     # messages ------------------------------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:

@@ -52,7 +52,7 @@ class EngineSpec:
 
 
 def warm_up(engine, aligner=None):
-    """One short request through the engine; the aligner's service started on the engine's turns (or None)."""
+    """One short request through the engine; the aligner's service started on the engine's side work (or None)."""
     from aligner import AlignmentService
     from engine import SamplingParams, SynthesisRequest, VoiceRef
 
@@ -65,4 +65,4 @@ def warm_up(engine, aligner=None):
     if aligner is None:
         return None
     aligner.align_units([(np.zeros(24000, np.float32), ["warming", "up"])], 24000)
-    return AlignmentService(aligner, turns=engine.turns).start()
+    return AlignmentService(aligner, side_work=engine.side_work).start()

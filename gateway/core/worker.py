@@ -104,7 +104,7 @@ class EngineWorker:
             elif kind == "voice":
                 self.engine.register_voice(*args[1:]).add_done_callback(partial(self._answer, peer, "voice", args[0]))
             elif kind == "delete_voice":
-                self.put(peer, ("voice", args[0], self.engine.delete_voice(args[1]), self.engine.voices.names()))
+                self.put(peer, ("voice", args[0], self.engine.delete_voice(args[1]), self.engine.voice_names()))
             elif kind == "align":
                 self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
             elif kind == "shutdown":
@@ -125,17 +125,14 @@ class EngineWorker:
 
     def _answer(self, peer: bytes, kind: str, key: int, future) -> None:
         exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
-        names = (self.engine.voices.names(),) if kind == "voice" else ()    # the front end's list, at once
+        names = (self.engine.voice_names(),) if kind == "voice" else ()    # the front end's list, at once
         self.put(peer, (kind, key, wire.Failure.of(exc) if exc else future.result(), *names))
 
     def description(self) -> dict:
-        e = self.engine
-        store = e.voices.store
-        return dict(info=e.info, cfg=e.model.cfg, max_text_chars=e.validator.max_text_chars, aligner=bool(self.aligner),
-                    voices_dir=str(store.path) if store is not None else None)
+        return dict(self.engine.description(), aligner=bool(self.aligner))
 
     def stats(self) -> dict:
-        stats = dict(self.engine.stats(), voices=self.engine.voices.names(), frontends=self.reports)
+        stats = dict(self.engine.stats(), voices=self.engine.voice_names(), frontends=self.reports)
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.jobs.qsize(), aligner_busy_s=self.aligner.stats["busy_seconds"],
                          aligner_audio_s=self.aligner.stats["audio_seconds"])

@@ -1,23 +1,22 @@
-"""Turns on the device for work beside the engine (the forced aligner).
+"""Side work between the engine's steps, within the listeners' slack: the engine's public hook for work on its device.
 
 Side work whose kernels run beside the engine's slows both: every one of a step's small, dependent kernels waits
-behind the side work's blocks. So side work runs in turns, alone: after a step, when every generating stream is at
-least the turn's cost and a few steps ahead of its listener, and whenever the engine is idle. A turn carries a
-budget, the device time the listeners can spare: side work cut in slices (the aligner's forward) queues as many as
-fit, at least the one it asked for, and waits for the next turn for the rest. The order is kept on
-the device by events: a turn's kernels follow the engine's queued step (`after`), the next step follows the turn's
-kernels (`done`). Threads wait only while a turn queues its kernels, never for the device to run them."""
+behind the side work's blocks. So side work runs in turns, alone: after a step, when every generating stream can
+spare its cost and a reserve (`offer`), and whenever the engine is idle. A turn carries a budget, the device time the
+listeners can spare: side work cut in slices queues as many as fit, at least the one it asked for, and waits for the
+next turn for the rest. The order is kept on the device by events: a turn's kernels follow the engine's queued step
+(`after`), the next step follows the turn's kernels (`done`). Threads wait only while a turn queues its kernels,
+never for the device to run them."""
 import threading
 import time
 from contextlib import contextmanager
 
 
 class Turn:
-    def __init__(self, gate: "TurnGate", given: bool, after=None, budget_s: float = float("inf")):
+    def __init__(self, gate: "SideWork", given: bool, after=None, budget_s: float = float("inf")):
         self.gate, self.given, self.after = gate, given, after   # given: by the engine after a step (else: idle)
         # after: an event on the engine's stream (None: nothing to follow)
         self.budget_s = budget_s                # device seconds the turn may take (idle: no bound)
-        self.count = 1                          # slices the side work queues in it (its own to set)
         self.done = self.started = None         # events on the side work's stream around its kernels
         self.ended = False
 
@@ -33,7 +32,7 @@ class Turn:
         return self.started.elapsed_time(self.done) / 1000
 
 
-class TurnGate:
+class SideWork:
     def __init__(self, timeout_s: float = 1.0):
         self._cv = threading.Condition()
         self.timeout_s = timeout_s      # the engine never waits longer for a turn to queue its work
@@ -81,10 +80,19 @@ class TurnGate:
             self.open = False
             return self._wait(self._current)
 
+    def offer(self, slack_s: float, reserve_s: float, settle):
+        """After a step: a turn to the waiting caller if the listeners' slack past `reserve_s` holds 1.5x its cost
+        (the turn's budget: what they can spare). `settle()` readies the engine for it and returns the event the turn
+        follows. Returns what the next step must follow."""
+        cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
+        if cost is None or budget < cost:
+            return None
+        # The listeners can spare the rest for the turn's host work (queueing its kernels): no more is waited for.
+        return self.give(settle(), max(0.01, budget / 2), budget)
+
     def give(self, after, spare_s: float | None = None, budget_s: float = float("inf")):
-        """After a step (when the listeners can wait `budget_s` of device time): a turn to the waiting caller.
-        Returns what the next step must follow; None if the turn did not queue its work within `spare_s` (then it
-        runs beside the step)."""
+        """A turn of `budget_s` device seconds to the waiting caller, its kernels after `after`. Returns what the next
+        step must follow; None if the turn did not queue its work within `spare_s` (then it runs beside the step)."""
         with self._cv:
             if self.wanted is None or self._given is not None:
                 return None

@@ -1,0 +1,25 @@
+"""The side-work hook's rule: a turn after a step only when the listeners' slack past the reserve holds 1.5x the
+cost asked for; the engine readies itself (`settle`) only for a turn it gives, and the turn's budget is what the
+listeners can spare."""
+import threading
+import time
+
+from engine.core.side_work import SideWork
+
+
+def test_a_turn_is_offered_only_from_enough_slack_and_carries_what_the_listeners_can_spare():
+    side_work, settled, seen = SideWork(timeout_s=5), [], []
+    assert side_work.offer(10.0, 0.1, lambda: settled.append(1)) is None and not settled   # no one waits
+
+    def side():
+        with side_work.turn(0.2) as turn:
+            seen.append((turn.after, turn.budget_s))
+            turn.end("queued")
+    thread = threading.Thread(target=side)
+    thread.start()
+    while side_work.wanted is None:
+        time.sleep(0.001)
+    assert side_work.offer(0.35, 0.1, lambda: settled.append(1)) is None and not settled   # (0.35-0.1)/1.5 < 0.2
+    assert side_work.offer(0.46, 0.1, lambda: settled.append(1) or "step") == "queued"
+    thread.join(5)
+    assert settled == [1] and seen[0][0] == "step" and abs(seen[0][1] - 0.24) < 1e-9
