@@ -9,12 +9,12 @@ import queue
 import secrets
 import sys
 import threading
-import time
 import traceback
 
 import torch
 
 from engine.core.admission import Admission
+from engine.core.clock import REAL_CLOCK, Clock
 from engine.kernels.registry import KernelSettings, select
 from engine.api.handle import RequestHandle
 from engine.core.isolation import FaultIsolation
@@ -37,10 +37,11 @@ class Engine:
     def __init__(self, model: LoadedModel, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
-                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None):
+                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, clock: Clock = REAL_CLOCK):
         """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
         (engine/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
-        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory."""
+        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory. clock:
+        the listeners' (engine/core/clock.py)."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -64,7 +65,8 @@ class Engine:
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = VoiceCache(model, store=VoiceStore.for_model(voices_dir, model.name) if voices_dir else None)
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
-        self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.clock = clock
+        self.loop = StepLoop(model, self.runner, self.scheduler, clock)
         self.isolation = FaultIsolation(self.scheduler)
         self.turns = TurnGate()                  # device time for the aligner, between steps
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -176,7 +178,7 @@ class Engine:
         if cost is None:
             return
         reserve = max(0.1, 3 * self.loop.step_s)           # the next step and its audio's read
-        slack = self.scheduler.slack_s(time.perf_counter())
+        slack = self.scheduler.slack_s(self.clock.monotonic())
         budget = (slack - reserve) / 1.5
         if budget < cost:
             return

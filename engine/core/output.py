@@ -6,7 +6,6 @@ one, instead of waiting for this step's codec. It can wait when the batch is lar
 outlasts a stage), or when every stream of it has a margin of audio ahead of its listener. Otherwise (a first chunk,
 a listener about to run dry) it is read at once."""
 import itertools
-import time
 from collections import deque
 
 import numpy as np
@@ -17,8 +16,8 @@ SAMPLES_PER_FRAME = 1920
 
 
 class AudioOut:
-    def __init__(self, scheduler, read_later_from: int = 64):
-        self.scheduler, self.read_later_from = scheduler, read_later_from
+    def __init__(self, scheduler, clock, read_later_from: int = 64):
+        self.scheduler, self.clock, self.read_later_from = scheduler, clock, read_later_from
         self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
         self.fresh = False                     # the newest copy was added this step
 
@@ -36,7 +35,7 @@ class AudioOut:
         self.fresh = False
 
     def _can_wait(self, streams: list, margin_s: float) -> bool:
-        now = time.perf_counter()
+        now = self.clock.monotonic()
         return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)
 
     def flush(self, margin_s: float, first: int = 1) -> None:
@@ -54,7 +53,7 @@ class AudioOut:
     def send(self, margin_s: float, first: int = 1) -> None:
         """Sends every chunk that is due: full (a first chunk: at least `first` frames), final, or its listener has
         less than `margin_s` of audio left."""
-        now = time.perf_counter()
+        now = self.clock.monotonic()
         for s in list(self.scheduler.running):
             if not s.should_send(now, margin_s, first):
                 continue
