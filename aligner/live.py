@@ -6,10 +6,11 @@ aligning every new chunk would keep the aligner busy for nothing. The stream pac
 real-time player's position, started at the first audio chunk. A slow or failing aligner stops the words of the
 context (on_failure, once), never its audio."""
 import asyncio
-import time
 from typing import Awaitable, Callable
 
 import numpy as np
+
+from engine.core.clock import REAL_CLOCK, Clock
 
 from .align import Word
 from .bargein import Spoken, spoken
@@ -17,13 +18,13 @@ from .stream import WordStream
 
 
 class LiveWords:
-    def __init__(self, service, language: str = "auto", timeout: float = 5.0,
+    def __init__(self, service, language: str = "auto", timeout: float = 5.0, clock: Clock = REAL_CLOCK,
                  on_words: Callable[[list[Word]], Awaitable] | None = None,
                  on_failure: Callable[[str], Awaitable] | None = None):
-        self.service, self.timeout = service, timeout
+        self.service, self.timeout, self.clock = service, timeout, clock
         self.on_words, self.on_failure = on_words, on_failure
         self.stream = WordStream(language)
-        self.first_audio: float | None = None    # when the player starts (monotonic)
+        self.first_audio: float | None = None    # when the player starts (on the clock)
         self.failed = False
         self.changed = asyncio.Event()           # new input for the stream
         self.progress = asyncio.Event()          # a job was applied, or alignment ended
@@ -40,7 +41,7 @@ class LiveWords:
         """A chunk of the speaking utterance (24 kHz); `final`: its last one (an utterance without audio: empty)."""
         first = self.first_audio is None and len(pcm)
         if first:
-            self.first_audio = time.monotonic()
+            self.first_audio = self.clock.monotonic()
         self.stream.add_audio(pcm)
         if final:
             self.stream.end_audio()
@@ -60,7 +61,7 @@ class LiveWords:
         self.task.cancel()
 
     def _played(self) -> float:
-        return 0.0 if self.first_audio is None else time.monotonic() - self.first_audio
+        return 0.0 if self.first_audio is None else self.clock.monotonic() - self.first_audio
 
     async def _run(self) -> None:
         try:
@@ -71,12 +72,13 @@ class LiveWords:
                     self.changed.clear()
                     due = None if self.first_audio is None else self.stream.due_in(self._played())
                     try:                         # until new input, or until playback makes a job due
-                        await asyncio.wait_for(self.changed.wait(), due if due and due > 0 else None)
+                        await self.clock.wait_for(self.changed.wait(), due if due and due > 0 else None)
                     except TimeoutError:
                         pass
                     continue
                 due = self.first_audio + job.start       # a real-time player reaches the window then
-                spans = await asyncio.wait_for(asyncio.wrap_future(self.service.submit(job.audio, [u.text for u in job.units], due)), self.timeout)
+                aligned = self.service.submit(job.audio, [u.text for u in job.units], due)
+                spans = await self.clock.wait_for(asyncio.wrap_future(aligned), self.timeout)
                 words = self.stream.apply(job, spans)
                 self.progress.set()
                 if words and self.on_words:

@@ -2,7 +2,6 @@
 across them. The session calls the message methods; run() is the context's task that streams the audio out."""
 import asyncio
 import logging
-import time
 from collections import deque
 from contextlib import aclosing, suppress
 
@@ -21,6 +20,7 @@ log = logging.getLogger("qwen_tts_gateway")
 class Context:
     def __init__(self, session, settings: p.Text):
         self.session, self.settings, self.id = session, settings, settings.context_id
+        self.clock = session.gateway.clock
         fmt = session.format
         self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
         self.utterances: deque[Utterance] = deque()
@@ -32,7 +32,7 @@ class Context:
         self.finished = False            # its last message is sent: no more audio
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
         self.pending = 0                 # held against --max-pending-chars: its utterances not spoken yet
-        self.last_activity = time.monotonic()
+        self.last_activity = self.clock.monotonic()
         self.play_until = 0.0            # when a real-time player would finish the audio sent so far
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
@@ -48,7 +48,7 @@ class Context:
         self._hold(len(text))
         utterance.chars += len(text)
         utterance.parts.append(text)
-        utterance.last_activity = time.monotonic()
+        utterance.last_activity = self.clock.monotonic()
         self.texts.append(text)
         if self.words:
             self.words.add_text(text)
@@ -91,7 +91,7 @@ class Context:
             self.task.cancel()              # not left waiting on a chunk when the loop closes
 
     def touch(self) -> None:
-        self.last_activity = time.monotonic()
+        self.last_activity = self.clock.monotonic()
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.owes_audio else now - self.last_activity
@@ -112,7 +112,7 @@ class Context:
         self.touch()
         if not self.utterances or self.utterances[-1].closer:
             self._hold(1)
-            self.utterances.append(Utterance())
+            self.utterances.append(Utterance(last_activity=self.clock.monotonic()))
         return self.utterances[-1]
 
     def _hold(self, n: int) -> None:
@@ -176,7 +176,7 @@ class Context:
                 if self.finished:
                     return
                 self.samples_generated += len(chunk.pcm)
-                utterance.last_activity = time.monotonic()
+                utterance.last_activity = self.clock.monotonic()
                 if self.words:
                     self.words.add_audio(chunk.pcm, chunk.final)
                 for data, samples in await self.encoder.encode_async(chunk.pcm, chunk.final):
@@ -195,6 +195,6 @@ class Context:
         self.seq += 1
         self.samples_sent += samples
         self.touch()
-        due = max(time.monotonic(), self.play_until)           # when a real-time player of the context needs it
+        due = max(self.clock.monotonic(), self.play_until)           # when a real-time player of the context needs it
         self.play_until = due + samples / fmt.sample_rate
         self.session.queue(frame, due)

@@ -5,7 +5,6 @@ has not taken was due that long ago: audio when a player of its context needs it
 more than `max_bytes` untaken, is too slow: the session then ends its contexts and closes the socket."""
 import asyncio
 import logging
-import time
 from collections import deque
 from contextlib import suppress
 
@@ -16,8 +15,8 @@ CLOSE_TIMEOUT = 5.0                 # seconds a close may wait for a client that
 
 
 class Outbox:
-    def __init__(self, ws, max_seconds: float, max_bytes: int):
-        self.ws, self.max_seconds, self.max_bytes = ws, max_seconds, max_bytes
+    def __init__(self, ws, max_seconds: float, max_bytes: int, clock):
+        self.ws, self.max_seconds, self.max_bytes, self.clock = ws, max_seconds, max_bytes, clock
         self.frames: deque[tuple[str | bytes, float]] = deque()     # (frame, when the client needs it)
         self.bytes = 0
         self.last_due = 0.0                 # frames go out in order: none is needed before the one ahead of it
@@ -29,12 +28,12 @@ class Outbox:
     def put(self, frame: str | bytes, due: float | None = None) -> bool:
         """Queues a frame (dropped once closing); False when the client has fallen too far behind."""
         if self.closing is None:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self.last_due = max(self.last_due, now if due is None else due)
             self.frames.append((frame, self.last_due))
             self.bytes += len(frame)
             self.wake.set()
-        return not self.too_slow(time.monotonic())
+        return not self.too_slow(self.clock.monotonic())
 
     def too_slow(self, now: float) -> bool:
         behind = now - self.frames[0][1] if self.frames else 0.0
@@ -54,7 +53,7 @@ class Outbox:
             self.closing = (code, reason)
             self.wake.set()
         try:
-            await asyncio.wait_for(self.finished.wait(), CLOSE_TIMEOUT)
+            await self.clock.wait_for(self.finished.wait(), CLOSE_TIMEOUT)
         except TimeoutError:
             self.stop()
 
@@ -77,5 +76,5 @@ class Outbox:
         except Exception as exc:            # the client left, or the frame could not be sent: close, never go silent
             log.info("socket write failed (%s); closing", type(exc).__name__)
             with suppress(Exception):
-                await asyncio.wait_for(self.ws.close(p.CLOSE_INTERNAL, "write failed"), CLOSE_TIMEOUT)
+                await self.clock.wait_for(self.ws.close(p.CLOSE_INTERNAL, "write failed"), CLOSE_TIMEOUT)
         self.finished.set()

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from engine.core.clock import REAL_CLOCK, Clock
+
 from .core import EngineClient
 from .limits import Limits
 from .metrics import Metrics
@@ -31,9 +33,10 @@ class GatewayConfig:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, engine: EngineClient):
-        """`engine`: the engine core (a child process, or a test's thread), started by start()."""
-        self.config, self.engine = config, engine
+    def __init__(self, config: GatewayConfig, engine: EngineClient, clock: Clock = REAL_CLOCK):
+        """`engine`: the engine core (a child process, or a test's thread), started by start(). `clock`: what the
+        sockets' timers, idle release, slow consumers and word pacing read."""
+        self.config, self.engine, self.clock = config, engine, clock
         self.status = "loading"              # loading -> ready -> shutting_down (or failed)
         self.metrics = Metrics()
         self.sessions: set = set()

@@ -24,7 +24,7 @@ class Session:
         self.contexts: dict[str, Context] = {}
         self.finished_ids: OrderedDict[str, None] = OrderedDict()
         limits = gateway.config.limits
-        self.outbox = Outbox(websocket, limits.max_outbound_seconds, limits.max_outbound_bytes)
+        self.outbox = Outbox(websocket, limits.max_outbound_seconds, limits.max_outbound_bytes, gateway.clock)
         self.closed = False          # closing or closed: nothing more is queued
         self.closing: asyncio.Task | None = None
 

@@ -14,7 +14,7 @@ SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed"
 
 @dataclass
 class Utterance:
-    first_text_at: float = field(default_factory=time.monotonic)
+    first_text_at: float = field(default_factory=time.monotonic)    # wall clock: time to first audio starts
     parts: list[str] = field(default_factory=list)
     chars: int = 0
     closer: p.Flush | p.End | None = None
@@ -22,7 +22,7 @@ class Utterance:
     released: bool = False           # closed by --idle-release, not by the client: no `flushed`
     stream: EngineStream | None = None
     truncated: bool = False          # the engine stopped it (frame cap) before it was closed: later text is dropped
-    last_activity: float = field(default_factory=time.monotonic)    # its last text or audio
+    last_activity: float = 0.0        # its last text or audio (the gateway's clock)
 
     @property
     def blank(self) -> bool:

@@ -1,17 +1,14 @@
 """A socket's timers, checked about once a second: contexts idle past --context-timeout end, open utterances idle
 past --idle-release give their engine slots back, and a client too far behind its audio is dropped."""
-import asyncio
-import time
-
 from qwen_tts_client import protocol as p
 
 
 async def watch(session) -> None:
-    cfg = session.gateway.config
+    cfg, clock = session.gateway.config, session.gateway.clock
     timeout, release, behind = cfg.context_timeout, cfg.limits.idle_release, cfg.limits.max_outbound_seconds
     while True:
-        await asyncio.sleep(min(1.0, timeout / 4, release / 4, behind / 4))
-        now = time.monotonic()
+        await clock.sleep(min(1.0, timeout / 4, release / 4, behind / 4))
+        now = clock.monotonic()
         for ctx in list(session.contexts.values()):
             if ctx.idle_seconds(now) > timeout:
                 session.fail(ctx, p.CONTEXT_TIMEOUT, f"no message for this context in {timeout:g} s")

@@ -23,7 +23,8 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
         ctx.session.send_event(ctx, p.Error(p.ALIGNMENT_UNAVAILABLE, f"word timestamps are unavailable for this "
                                                   f"context ({reason}); its audio continues", False, ctx.id))
 
-    return LiveWords(service, ctx.settings.language or "auto", timeout, on_words=send_words, on_failure=unavailable)
+    return LiveWords(service, ctx.settings.language or "auto", timeout, ctx.clock, on_words=send_words,
+                     on_failure=unavailable)
 
 
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:

@@ -5,6 +5,7 @@ import time
 
 import httpx
 
+from engine.core.clock import REAL_CLOCK, Clock
 from gateway.core import EngineClient, starts
 from gateway.server import GatewayServer, create_app, uvicorn_config
 from gateway.service import Gateway, GatewayConfig
@@ -12,11 +13,11 @@ from gateway.service import Gateway, GatewayConfig
 
 class ServerThread:
     def __init__(self, engine=None, config: GatewayConfig | None = None, log_level: str = "warning", aligner=None,
-                 client: EngineClient | None = None):
+                 client: EngineClient | None = None, clock: Clock = REAL_CLOCK):
         """`engine` (and `aligner`) served by an engine-core thread of this process, over the core's socket; or
-        `client`, an engine core of its own (core.starts.spawn)."""
+        `client`, an engine core of its own (core.starts.spawn). `clock`: the gateway's (tests/fake_clock.py)."""
         self.engine, self.aligner = engine, aligner
-        self.gateway = Gateway(config or GatewayConfig(), client or starts.in_thread(engine, aligner))
+        self.gateway = Gateway(config or GatewayConfig(), client or starts.in_thread(engine, aligner), clock)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # a restart on the port: its closed sockets wait
         self.sock.bind(("127.0.0.1", 0))

@@ -1,18 +1,17 @@
 """A deterministic stand-in for the forced aligner, whose word times follow the text, for tests of what the
 gateway and its clients do with word timestamps."""
 import threading
-import time
 
 import numpy as np
 
 
 class StandIn:
     """Deterministic aligner: each unit gets a share of the window's audio proportional to its length (plus one
-    for the gap). A unit 'fail' makes the batch raise; 'slow' stalls it for 1.5 s."""
+    for the gap). A unit 'fail' makes the batch raise; 'slow' stalls it until `release` is set."""
     name = "stand-in"
 
     def __init__(self):
-        self.slow_done = threading.Event()
+        self.stalled, self.release = threading.Event(), threading.Event()
 
     def align_units(self, items, sample_rate, turn=None):
         out = []
@@ -20,8 +19,8 @@ class StandIn:
             if "fail" in units:
                 raise RuntimeError("stand-in failure")
             if "slow" in units:
-                time.sleep(1.5)
-                self.slow_done.set()
+                self.stalled.set()
+                self.release.wait(60)
             edges = np.cumsum([0] + [len(u) + 1 for u in units]) * (len(audio) / sample_rate) / (sum(map(len, units)) + len(units))
             out.append([(round(float(a), 3), round(float(b) - (b - a) / (len(u) + 1), 3))
                         for u, a, b in zip(units, edges[:-1], edges[1:])])

@@ -10,16 +10,20 @@ import websockets
 from aligner import Aligner, Word, spoken
 from aligner.text import segment
 from engine import Engine
+from engine.core.clock import REAL_CLOCK
+from fake_clock import FakeClock
+from gateway.limits import Limits
 from gateway.service import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from stand_in_aligner import StandIn
 
 
-def start_server(aligner):
+def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0):
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
-    config = GatewayConfig(max_contexts_per_socket=4, max_frames=30, aligner_timeout=0.5)
-    return ServerThread(engine, config, aligner=aligner).start()
+    config = GatewayConfig(max_contexts_per_socket=4, max_frames=30, aligner_timeout=aligner_timeout,
+                           context_timeout=600, limits=Limits(max_outbound_seconds=600))   # past a fake clock's leaps
+    return ServerThread(engine, config, aligner=aligner, clock=clock).start()
 
 
 @pytest.fixture(scope="module")
@@ -113,16 +117,37 @@ def test_cancel_before_any_audio_spoke_nothing(server):
     assert (cancelled.spoken_text, cancelled.spoken_until_char, cancelled.unspoken_text) == ("", 0, "one two. three")
 
 
-@pytest.mark.parametrize("word", ["fail", "slow"])
-def test_failing_or_slow_aligner_costs_only_the_words(server, word):
-    log, _ = asyncio.run(converse(server, p.Text("f", f"this will {word} now", seed=3), p.End("f")))
+def assert_only_the_words_lost(srv, log):
     errors = [m for _, m in log if isinstance(m, p.Error)]
     assert [(e.code, e.context_id) for e in errors] == [(p.ALIGNMENT_UNAVAILABLE, "f")]
     assert not words_of(log) and isinstance(log[-1][1], p.Done)
     assert sum(len(m.data) for _, m in log if isinstance(m, p.Audio)) // 2 == round(log[-1][1].audio_ms * 24)
-    assert server.gateway.aligner is not None
-    if word == "slow":
-        assert server.aligner.slow_done.wait(5)   # the worker is free for the next test
+    assert srv.gateway.aligner is not None
+
+
+def test_a_failing_aligner_costs_only_the_words(server):
+    log, _ = asyncio.run(converse(server, p.Text("f", "this will fail now", seed=3), p.End("f")))
+    assert_only_the_words_lost(server, log)
+
+
+def test_a_stalled_aligner_costs_only_the_words_once_the_timeout_passes():
+    aligner, clock = StandIn(), FakeClock()
+    srv = start_server(aligner, clock, aligner_timeout=0.5)
+
+    async def run():
+        talk = asyncio.create_task(converse(srv, p.Text("f", "this will slow now", seed=3), p.End("f")))
+        await asyncio.to_thread(aligner.stalled.wait, 30)
+        async with asyncio.timeout(30):
+            while not talk.done():                  # past the timeout, whenever its wait started
+                clock.advance(1.0)
+                await asyncio.sleep(0.01)
+        return (await talk)[0]
+
+    try:
+        assert_only_the_words_lost(srv, asyncio.run(run()))
+    finally:
+        aligner.release.set()
+        srv.stop()
 
 
 def test_no_word_timestamps_when_not_asked(server):

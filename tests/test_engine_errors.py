@@ -1,4 +1,5 @@
 """Bad input fails at once with a code and a message a user can act on; the CLI works end to end."""
+import time
 import wave
 
 import numpy as np
@@ -108,6 +109,9 @@ def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_c
         assert sum(len(c.codes) for c in first.iter_blocking()) == 50
         again = engine.submit(SynthesisRequest(text="Next.", max_frames=50, ignore_eos=True))
         assert sum(len(c.codes) for c in again.iter_blocking()) == 50
+        deadline = time.monotonic() + 30               # the final chunk goes out just before the stream's KV is freed
+        while engine.scheduler.admission.reserved and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert engine.scheduler.admission.reserved == 0
     finally:
         engine.shutdown()

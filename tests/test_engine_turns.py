@@ -9,38 +9,40 @@ from engine.core.side_work import SideWork
 
 
 def test_an_idle_engines_gate_is_open_and_close_waits_for_the_turn():
-    gate = SideWork(timeout_s=5)
+    gate = SideWork(timeout_s=60)
     gate.idle()
     closer = threading.Thread(target=gate.close)
     with gate.turn(1.0) as turn:
         assert not turn.given and turn.after is None
         closer.start()
-        time.sleep(0.1)
+        closer.join(0.1)
         assert closer.is_alive()                         # close() waits for the turn under way
-    closer.join(1)
+    closer.join(30)
     assert not closer.is_alive() and gate.stats["idle"] == 1
 
 
 def test_a_busy_engine_gives_a_turn_to_a_waiting_caller_and_waits_only_for_its_launch():
-    gate = SideWork(timeout_s=5)
+    gate = SideWork(timeout_s=60)
     assert gate.give("step") is None                     # no one waits: no turn
-    seen = []
+    seen, read = [], threading.Event()
 
     def side():
         with gate.turn(0.01) as turn:
             seen.append((turn.given, turn.after))
             time.sleep(0.1)
+            seen.append("queued")
             turn.end("queued")
-            time.sleep(0.3)                              # reading results: the engine is not held back
+            read.wait(30)                                # reading results: the engine is not held back
+            seen.append("read")
     thread = threading.Thread(target=side)
     thread.start()
     while gate.wanted is None:
         time.sleep(0.001)
-    t0 = time.monotonic()
     assert gate.give("step") == "queued"
-    assert 0.09 < time.monotonic() - t0 < 0.3
+    assert seen == [(True, "step"), "queued"]            # it waited for the launch, not for the reading
+    read.set()
     thread.join()
-    assert seen == [(True, "step")] and gate.stats["given"] == 1
+    assert gate.stats["given"] == 1
 
 
 def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
@@ -48,14 +50,13 @@ def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
 
     def side():
         with gate.turn(0.01):
-            release.wait(5)
+            release.wait(60)
     thread = threading.Thread(target=side)
     thread.start()
     while gate.wanted is None:
         time.sleep(0.001)
-    t0 = time.monotonic()
-    assert gate.give("step") is None
-    assert time.monotonic() - t0 < 1 and gate.stats["late"] == 1
+    assert gate.give("step") is None                     # back while the turn is still stuck
+    assert gate.stats["late"] == 1 and thread.is_alive()
     release.set()
     thread.join()
 
@@ -69,7 +70,7 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
     def side():
         while not stop.is_set():
             with engine.side_work.turn(0.3) as turn:
-                steps, slack = engine.loop.steps, engine.scheduler.slack_s(time.perf_counter())
+                steps, slack = engine.loop.steps, engine.scheduler.slack_s(engine.clock.monotonic())
                 time.sleep(0.3)
                 turns.append((turn.given, slack, engine.loop.steps - steps))
     try:
@@ -78,7 +79,7 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
         handle = engine.submit(request)
         worker = threading.Thread(target=side)
         worker.start()
-        arrivals = [(time.perf_counter(), len(c.pcm)) for c in handle.iter_blocking()]
+        arrivals = [(engine.clock.monotonic(), len(c.pcm)) for c in handle.iter_blocking()]
         stop.set()
         worker.join(5)
     finally:

@@ -1,6 +1,5 @@
 """Protocol schemas, audio conversion and the outbox, without a server."""
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -8,6 +7,7 @@ import pytest
 from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_pcm16
 from gateway.outbox import Outbox
 from qwen_tts_client import protocol as p
+from fake_clock import FakeClock
 
 
 @pytest.mark.parametrize("raw, code, context_id", [
@@ -120,18 +120,20 @@ class Socket:
 
 def test_the_outbox_writes_in_order_closes_after_a_failed_write_and_sees_a_stalled_client():
     async def run():
-        ok, failing, stalled = Socket(), Socket(fail=True), Socket(stall=True)
-        box = Outbox(ok, 1.0, 1000)
+        ok, failing, stalled, clock = Socket(), Socket(fail=True), Socket(stall=True), FakeClock()
+        box = Outbox(ok, 1.0, 1000, clock)
         box.put("one"), box.put(b"two")
         await box.close(p.CLOSE_GOING_AWAY, "bye")
-        broken = Outbox(failing, 1.0, 1000)
+        broken = Outbox(failing, 1.0, 1000, clock)
         broken.put("lost")
-        await asyncio.wait_for(broken.finished.wait(), 5)
-        slow = Outbox(stalled, 0.2, 1000)
-        assert slow.put("first") and not slow.too_slow(time.monotonic())
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(broken.finished.wait(), 30)
+        slow = Outbox(stalled, 0.2, 1000, clock)
+        assert slow.put("first")
+        clock.advance(0.2)
+        assert not slow.too_slow(clock.monotonic())
+        clock.advance(0.1)
         late = slow.put("second")
-        big = Outbox(stalled, 10.0, 100).put("x" * 200)
+        big = Outbox(stalled, 10.0, 100, clock).put("x" * 200)
         return ok, failing, late, big
 
     ok, failing, late, big = asyncio.run(run())

@@ -1,6 +1,5 @@
 """Protocol v1 end to end: a real uvicorn server on loopback, the tiny dummy engine, a real `websockets` client."""
 import asyncio
-import time
 from urllib.parse import urlencode
 
 import av
@@ -12,6 +11,7 @@ import websockets
 from engine import Engine, SamplingParams, SynthesisRequest
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
 from gateway.service import GatewayConfig
+from fake_clock import FakeClock
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
@@ -26,7 +26,7 @@ def server():
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
     config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3,
                            context_timeout=2.0, max_frames=FRAMES)
-    srv = ServerThread(engine, config).start()
+    srv = ServerThread(engine, config, clock=FakeClock()).start()    # its timeouts pass only when a test says
     yield srv
     srv.stop()
 
@@ -189,11 +189,9 @@ def test_closing_the_socket_frees_every_engine_slot(server):
             started.add((await recv(ws)).context_id)
         assert server.engine.num_active == 3
         await ws.close()
-        return time.monotonic()
 
-    closed_at = asyncio.run(run())
-    wait_idle(server)
-    assert time.monotonic() - closed_at < 0.5            # an idle engine takes the cancels at once; a busy one next step
+    asyncio.run(run())
+    wait_idle(server, 30)                                # the gateway's clock stands still: no timeout freed them
 
 
 def test_bad_input_gets_documented_codes_and_the_socket_stays_usable(server):
@@ -306,15 +304,18 @@ def test_idle_context_times_out_unless_kept_alive(server):
         async with connect(server) as ws:
             await recv(ws)
             await send(ws, p.Text("idle", "Waiting for more", seed=1))
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < 3.0:                # longer than the 2 s timeout
-                await asyncio.sleep(0.5)
-                await send(ws, p.Keepalive())
+            for _ in range(3):                                # 4.5 s, longer than the 2 s timeout
+                await send(ws, p.Keepalive(), p.Keepalive("probe"))
+                while (await recv(ws)).context_id != "probe":  # the probe's error: the keepalive was read
+                    pass
+                await clock.checked(1.5)
             assert server.gateway.open_contexts == 1
-            t0 = time.monotonic()
-            messages = (await collect(ws, ["idle"]))["idle"]
-            return messages[-1], time.monotonic() - t0
+            async with asyncio.timeout(30):                  # audio still coming keeps it alive
+                while server.gateway.open_contexts:
+                    await clock.checked(2.5)
+            return (await collect(ws, ["idle"]))["idle"][-1]
 
-    last, waited = asyncio.run(run())
-    assert isinstance(last, p.Error) and last.code == p.CONTEXT_TIMEOUT and 1.0 < waited < 4.0
+    clock = server.gateway.clock
+    last = asyncio.run(run())
+    assert isinstance(last, p.Error) and last.code == p.CONTEXT_TIMEOUT
     wait_idle(server)

@@ -16,6 +16,7 @@ from engine.api.handle import RequestHandle
 from engine.api.request import SynthesisRequest, VoiceRef
 from engine.api.validate import Validator
 from engine.core.admission import Admission
+from engine.core.clock import REAL_CLOCK, Clock
 from engine.core.engine_thread import EngineThread
 from engine.core.isolation import FaultIsolation
 from engine.core.memory import kv_blocks_for_memory
@@ -34,10 +35,11 @@ class Engine(EngineThread):
     def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
-                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None):
+                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, clock: Clock = REAL_CLOCK):
         """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
         (core/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
-        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory."""
+        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory. clock:
+        the listeners' (core/clock.py)."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -61,7 +63,8 @@ class Engine(EngineThread):
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = model.voices(voices_dir)
         self.validator = Validator(model.cfg, self.voices, max_text_chars)
-        self.loop = StepLoop(model, self.runner, self.scheduler)
+        self.clock = clock
+        self.loop = StepLoop(model, self.runner, self.scheduler, clock)
         self.isolation = FaultIsolation(self.scheduler)
         self.side_work = SideWork()              # the public hook: device time for work beside the engine
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()

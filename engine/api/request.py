@@ -80,4 +80,4 @@ class AudioChunk:
     sample_offset: int
     final: bool = False
     finish_reason: str | None = None  # on the final chunk: eos | max_frames | length | cancelled
-    sent_at: float = 0.0              # time.perf_counter() when the engine sent it
+    sent_at: float = 0.0              # the engine's clock (time.monotonic) when it sent it

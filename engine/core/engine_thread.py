@@ -43,7 +43,7 @@ class EngineThread:
         and its audio's read."""
         if self.side_work.wanted is None:
             return
-        slack = self.scheduler.slack_s(time.perf_counter())
+        slack = self.scheduler.slack_s(self.clock.monotonic())
         self._follow(self.side_work.offer(slack, max(0.1, 3 * self.loop.step_s), lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):

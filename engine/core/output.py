@@ -6,7 +6,6 @@ one, instead of waiting for this step's codec. It can wait when the batch is lar
 outlasts a stage), or when every stream of it has a margin of audio ahead of its listener. Otherwise (a first chunk,
 a listener about to run dry) it is read at once."""
 import itertools
-import time
 from collections import deque
 
 import numpy as np
@@ -16,8 +15,8 @@ from engine.models.base import AudioFormat
 
 
 class AudioOut:
-    def __init__(self, scheduler, audio: AudioFormat, read_later_from: int = 64):
-        self.scheduler, self.audio, self.read_later_from = scheduler, audio, read_later_from
+    def __init__(self, scheduler, audio: AudioFormat, clock, read_later_from: int = 64):
+        self.scheduler, self.audio, self.clock, self.read_later_from = scheduler, audio, clock, read_later_from
         self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
         self.fresh = False                     # the newest copy was added this step
 
@@ -35,7 +34,7 @@ class AudioOut:
         self.fresh = False
 
     def _can_wait(self, streams: list, margin_s: float) -> bool:
-        now = time.perf_counter()
+        now = self.clock.monotonic()
         return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)
 
     def flush(self, margin_s: float, first: int = 1) -> None:
@@ -53,7 +52,7 @@ class AudioOut:
     def send(self, margin_s: float, first: int = 1) -> None:
         """Sends every chunk that is due: full (a first chunk: at least `first` frames), final, or its listener has
         less than `margin_s` of audio left."""
-        now = time.perf_counter()
+        now = self.clock.monotonic()
         for s in list(self.scheduler.running):
             if not s.should_send(now, margin_s, first):
                 continue

@@ -40,7 +40,7 @@ class Sequence:
         self.unread = 0                       # frames whose audio is still being copied to the host
         self.pending: list = []               # frames on the host not sent yet: (codes [K], PCM [samples])
         self.chunks = 0
-        self.first_sent_at: float | None = None   # perf_counter of the first chunk
+        self.first_sent_at: float | None = None   # the listeners' clock at the first chunk
         self.sent_samples = 0
         self.finish_reason: str | None = None
 

@@ -22,14 +22,14 @@ class KVCacheFull(RuntimeError):
 
 
 class StepLoop:
-    def __init__(self, model, runner, scheduler):
-        self.model, self.runner, self.scheduler = model, runner, scheduler
+    def __init__(self, model, runner, scheduler, clock):
+        self.model, self.runner, self.scheduler, self.clock = model, runner, scheduler, clock
         self.intake = TextIntake(model.tokenizer, len(model.tokenizer.encode(model.text_prefix)))
         self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
-        self.audio = AudioOut(scheduler, model.audio)
+        self.audio = AudioOut(scheduler, model.audio, clock)
         self.step_s = 0.0                      # moving average of a step's wall time, with the host's work between
         self.ended = 0.0                       # steps (inbox, text, turns) when it follows at once: a frame's cadence
         self.profile = False                  # synchronize and time each stage (benchmarks only)
@@ -90,7 +90,7 @@ class StepLoop:
         self.steps += 1
         started = time.perf_counter()
         with self._stage("prefill"):
-            seqs, prompts = sched.admit(self._prompt, started)
+            seqs, prompts = sched.admit(self._prompt, self.clock.monotonic())
             for s, p in zip(seqs, prompts):
                 s.fed, s.eos_fed = p.consumed, p.eos_consumed
             if seqs:
