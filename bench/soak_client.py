@@ -67,6 +67,7 @@ class SoakRun:
             if not speaking.done():
                 self.provoked[mischief] += 1
                 if mischief == "cancelled":
+                    ctx.finish("cancelled")              # as a client would: no more text for it
                     await self._send(sock, p.Cancel(ctx.id))
                 else:
                     sock.ws.transport.abort()
