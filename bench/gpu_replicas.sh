@@ -2,7 +2,8 @@
 # Capacity at 1 and at 2 replicas (the 2-GPU kind): the gateway load bench against `serve --replicas N`, then the
 # ratio of each `*_contexts_99` (the largest level >= 99% fully viable; goal: >= 1.9x).
 #   bash bench/gpu_replicas.sh ["SERVE ARGS"]       # default: --dummy 1.7B-CustomVoice --max-frames 150
-# LEVELS1 / LEVELS2: the closed-loop levels per run; PROXIES: proxy processes; OUT: where the results go.
+# LEVELS1 / LEVELS2: the closed-loop levels per run; TEXT: streamed and/or whole; PROXIES: proxy processes; OUT:
+# where the results go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 serve=${1:-"--dummy 1.7B-CustomVoice --max-frames 150"}
@@ -10,7 +11,7 @@ out=${OUT:-bench/results}/replicas
 levels=([1]=${LEVELS1:-"256 512 768 1024"} [2]=${LEVELS2:-"512 1024 1536 2048"})
 for n in 1 2; do
     python3 bench/load_bench.py --serve "--replicas $n --proxies ${PROXIES:-4} $serve" --concurrency ${levels[$n]} \
-        --text streamed whole --out "$out/r$n"
+        --text ${TEXT:-streamed whole} --out "$out/r$n"
 done
 python3 - "$out" <<'PY'
 import json, sys
