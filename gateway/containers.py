@@ -38,7 +38,6 @@ class Pipe:
 
 
 class ContainerEncoder:
-
     def __init__(self, fmt: str, streamed: bool, speed: float = 1.0):
         muxer, codec, bit_rate, self.media_type = FORMATS[fmt]
         self.streamed = streamed

@@ -37,7 +37,6 @@ class Histogram:
 
 
 class FrameRate:
-
     def __init__(self, window: float = 10.0):
         self.window = window
         self.samples: deque[tuple[float, int]] = deque()

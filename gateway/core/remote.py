@@ -22,7 +22,6 @@ class VoiceNames:
 
 
 class RemoteAligner:
-
     def __init__(self, client):
         self.client = client
 

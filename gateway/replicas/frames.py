@@ -19,7 +19,6 @@ def _header(buf: bytes) -> tuple[int, int] | None:
 
 
 class ServerFrames:
-
     def __init__(self):
         self.head = b""
         self.opened = False         # the replica answered 101: frames follow
