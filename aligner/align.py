@@ -1,5 +1,4 @@
-"""Word timestamps: `<|audio_start|><|audio_pad|>*n<|audio_end|>w1<timestamp><timestamp>w2...`, one forward, the
-argmax class at every `<timestamp>` times 80 ms, then the reference's repair of non-monotone values."""
+"""Word timestamps from one forward: the argmax class at each `<timestamp>` token, times 80 ms."""
 import contextlib
 import functools
 from dataclasses import dataclass
@@ -25,17 +24,15 @@ class Word:
     word: str
     start: float          # seconds
     end: float
-    char_start: int       # span in the text
+    char_start: int
     char_end: int
 
 
 def repair(values: list[float]) -> list[int]:
-    """Keep the longest non-decreasing subsequence (on ties: the earliest predecessor and the earliest end); a run
-    of at most 2 other values takes its nearer kept neighbour's value (the left one when equally near), a longer
-    run is interpolated between its neighbours (or copies the one it has); integers, truncated."""
+    """The reference's repair of non-monotone timestamps."""
     n = len(values)
     v = np.asarray(values, dtype=np.float64)
-    if n < 2 or (v[1:] >= v[:-1]).all():                   # already in order (a trained model's usual answer)
+    if n < 2 or (v[1:] >= v[:-1]).all():                   # a trained model's usual answer
         return [int(x) for x in values]
     best, prev = np.ones(n, dtype=np.int64), np.full(n, -1)
     for i in range(1, n):
@@ -77,8 +74,7 @@ class Aligner:
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None,
              seed: int = 0, graphs: bool | None = None) -> "Aligner":
-        """`model`: a checkpoint directory or hub id; or `dummy`: 'published' (the real config) or 'tiny'.
-        `graphs` (default: on CUDA): capture the forward's CUDA graphs now."""
+        """`dummy`: 'published' (the real config) or 'tiny'."""
         device, dtype = default_device_dtype(device, dtype)
         if (model is None) == (dummy is None):
             raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy")
@@ -97,27 +93,20 @@ class Aligner:
         tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         net = net.to(device, dtype).eval()
         net.pack()
-        # Forwards run on a stream of their own, at the lowest priority: in the gateway they run in turns between the
-        # engine's steps (engine.side_work); where they do run beside a step (no turns, or a turn the engine stopped
-        # waiting for), its kernels keep the SMs first.
+        # lowest priority: where a forward runs beside an engine step, the step's kernels keep the SMs first
         stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
             net.capture(stream)
         return cls(net, tokenizer, name, stream)
 
     def align(self, audio: np.ndarray, text: str, language: str, sample_rate: int = SAMPLE_RATE) -> list[Word]:
-        """Mono float32 audio and its transcript -> one Word per unit of `text`, in seconds (ms rounded)."""
         units = segment(text, language)
         spans = self.align_units([(audio, [u.text for u in units])], sample_rate)[0]
         return [Word(u.text, s, e, u.start, u.end) for u, (s, e) in zip(units, spans)]
 
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
-        """A batch of (audio, word units) -> (start, end) seconds per unit, in one forward. Audio at another rate
-        than 16 kHz is resampled on the device. `turn`: turn(weights) gives a context manager for the device's time
-        (a turn of engine.side_work) once the host's work is done, `weights` the GFLOP of the forward's slices left
-        (aligner/forward.py); it yields (count, turn): `count` slices are queued after the turn's `after` event, and
-        the turn is ended once they are. Turns follow until every slice is queued; then the results are read."""
+        """A batch of (audio, units) -> (start, end) s per unit: one forward, run in `turn`s of the device."""
         todo = [i for i, (_, units) in enumerate(items) if units]
         out = [[] for _ in items]
         if not todo:
@@ -128,7 +117,7 @@ class Aligner:
         frames, width = mel_shape([len(a) for a in audios], sample_rate)
         plan = self.model.plan(frames, width, [self._input_ids(audio_tokens(f), items[i][1])
                                                for i, f in zip(todo, frames)])
-        staged = joined(audios, pin=self.stream is not None)    # the audio's host copies, before the turn too
+        staged = joined(audios, pin=self.stream is not None)    # host copies, before the turn
         mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
         forward = Forward(self.model, mel, plan)
         while forward.left:

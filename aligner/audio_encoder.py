@@ -1,11 +1,4 @@
-"""The aligner's audio encoder (`thinker.audio_tower.*`): log-mel -> 13 tokens per second of audio.
-
-The mel is cut into 1 s chunks (100 frames); each chunk goes through three stride-2 convs and gets sinusoidal
-positions restarting at 0; the tokens of an audio then attend bidirectionally within 8 s windows (104 tokens).
-Here a batch comes in rows of 8 chunk slots, one window each (aligner/layout.py), every shape fixed by the row
-count: a chunk is zero padded to 1 s (a padded conv leaks into a tail chunk's last tokens, as in the reference),
-except an audio shorter than 1 s, whose conv outputs past its length are zeroed as the reference's unpadded conv
-sees them."""
+"""The aligner's audio encoder (`thinker.audio_tower.*`): log-mel -> 13 tokens per second of audio."""
 import math
 
 import torch
@@ -18,8 +11,8 @@ from .config import AudioEncoderConfig
 from .packed import additive
 
 CHUNK, SLOTS = 100, 8                  # mel frames per chunk, chunks per attention window
-TOKENS = 13 * SLOTS                    # tokens per window (13 per chunk)
-CONV_SLOTS = 32                        # chunks per conv pass: bounds the front end's activations (~0.3 GB)
+TOKENS = 13 * SLOTS                    # 13 tokens per chunk
+CONV_SLOTS = 32                        # chunks per conv pass: bounds the front end's activations
 
 
 def conv_out_len(n: int) -> int:
@@ -31,7 +24,6 @@ def chunk_tokens(frames: int) -> int:
 
 
 def audio_tokens(frames: int) -> int:
-    """Tokens of an audio of `frames` mel frames: 13 per full chunk plus the tail chunk's."""
     return frames // CHUNK * chunk_tokens(CHUNK) + (chunk_tokens(frames % CHUNK) if frames % CHUNK else 0)
 
 
@@ -54,7 +46,6 @@ class EncoderAttention(nn.Module):
         self.b_qkv = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x [rows, tokens, d]; mask [rows, 1, tokens, tokens]: added to the scores (-inf: no attention)."""
         q, k, v = F.linear(x, self.w_qkv, self.b_qkv).unflatten(-1, (3, self.heads, -1)).permute(2, 0, 3, 1, 4)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.out_proj(o.transpose(1, 2).flatten(2))
@@ -95,7 +86,6 @@ class AudioEncoder(nn.Module):
             layer.self_attn.pack()
 
     def _downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-        """[n, mels, CHUNK] chunks, the frames each conv sees [n] -> [n, 13, d]."""
         x = chunks[:, None]
         for conv in (self.conv2d1, self.conv2d2):
             x = F.gelu(conv(x))
@@ -106,9 +96,6 @@ class AudioEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, windows: torch.Tensor, conv_frames: torch.Tensor | None = None,
                 layers: slice = slice(None)) -> torch.Tensor:
-        """mel [rows, SLOTS, mels, CHUNK] with conv_frames [rows, SLOTS] (the front end), or the hidden states of
-        the layers before `layers`; windows [rows, TOKENS] (aligner/layout.py) -> the hidden states after
-        `layers`, or after the last one the tokens [rows, TOKENS, output_dim]."""
         if conv_frames is not None:
             chunks, frames = x.flatten(0, 1), conv_frames.flatten()
             x = torch.cat([self._downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])

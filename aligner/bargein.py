@@ -1,8 +1,4 @@
-"""Barge-in: how much of a context's text was spoken when playback stopped at `played` seconds.
-
-Spoken are the words that end at or before `played`, plus the word being played if more than half of it was
-(played - start > (end - start) / 2). The spoken text runs from the context's first character to the end of the
-last spoken word; the rest (from the character after it) is unspoken. Before the first word's midpoint: nothing."""
+"""Barge-in: how much of a context's text was spoken when playback stopped (a word counts past its midpoint)."""
 from dataclasses import dataclass
 
 from .align import Word
@@ -10,13 +6,12 @@ from .align import Word
 
 @dataclass
 class Spoken:
-    text: str           # text[:until]
+    text: str
     until: int          # spoken_until_char
-    rest: str           # text[until:]
+    rest: str
 
 
 def spoken_until(words: list[Word], played: float) -> int:
-    """`words` in order (times from the context's first sample) -> the end of the last spoken word, or 0."""
     until = 0
     for w in words:
         if w.end <= played or played - w.start > (w.end - w.start) / 2:

@@ -1,4 +1,4 @@
-"""Qwen3-ForcedAligner configuration: the published config.json layout, read into dataclasses; tiny variants."""
+"""Qwen3-ForcedAligner configuration: the published config.json as dataclasses; tiny variants."""
 import copy
 import json
 from dataclasses import dataclass
@@ -7,7 +7,7 @@ from pathlib import Path
 from engine.models.qwen3 import LMConfig
 
 ASSETS = Path(__file__).parent / "assets"
-PUBLISHED = ASSETS / "Qwen3-ForcedAligner-0.6B"      # config, tokenizer config (vocab/merges link to engine's)
+PUBLISHED = ASSETS / "Qwen3-ForcedAligner-0.6B"      # vocab/merges link to engine's
 
 
 @dataclass
@@ -60,7 +60,6 @@ def published_config() -> dict:
 
 
 def tiny_config() -> dict:
-    """The published config with every width shrunk; token ids, windows, mel bins and classes untouched."""
     cfg = copy.deepcopy(published_config())
     t = cfg["thinker_config"]
     t["audio_config"].update(d_model=32, encoder_layers=2, num_hidden_layers=2, encoder_attention_heads=4,

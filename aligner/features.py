@@ -1,7 +1,4 @@
-"""Whisper log-mel features (WhisperFeatureExtractor as the aligner's processor runs it), in torch on any device:
-16 kHz, n_fft 400, hop 160 (100 frames/s), slaney mel filters to 8 kHz, log10 floored at 1e-10, clamped to
-8 below the maximum, then (x + 4) / 4. No padding, no 30 s truncation, no dither. A batch of audios is one padded
-tensor: a few kernels per batch, not per audio; every value is that of the audio alone."""
+"""Whisper log-mel features as the aligner's processor computes them, batched in torch on any device."""
 from functools import lru_cache
 from math import gcd
 
@@ -30,7 +27,6 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=2)
 def mel_filters(n_mels: int) -> np.ndarray:
-    """[n_fft // 2 + 1, n_mels] float64 slaney triangles with slaney area normalization (transformers' rounding)."""
     edges = _mel_to_hz(np.linspace(*_hz_to_mel(np.array([0.0, SAMPLE_RATE / 2])), n_mels + 2))
     bins = np.linspace(0, SAMPLE_RATE // 2, N_FFT // 2 + 1)
     offsets = edges[None, :] - bins[:, None]
@@ -61,8 +57,6 @@ def resampled_length(samples: int, rate: int, target: int = SAMPLE_RATE) -> int:
 
 
 def resample(audio: torch.Tensor, rate: int, target: int = SAMPLE_RATE, zero_crossings: int = 16) -> torch.Tensor:
-    """[batch, samples] at `rate` -> [batch, resampled_length(samples)] at `target`, zeros beyond both ends (a
-    row's samples past its own resampled length hold the filter's tail: not its audio)."""
     if rate == target:
         return audio
     g = gcd(rate, target)
@@ -71,15 +65,12 @@ def resample(audio: torch.Tensor, rate: int, target: int = SAMPLE_RATE, zero_cro
     stuffed = torch.zeros(len(audio), audio.shape[1] * up, device=audio.device, dtype=torch.float32)
     stuffed[:, ::up] = audio
     with torch.backends.cudnn.flags(enabled=True, benchmark=False):
-        # every batch has a new length: a benchmarked choice would time every algorithm on each (a sync holding the
-        # interpreter ~20 ms, beside the engine's steps)
+        # every batch has a new length: benchmarking each would sync beside the engine's steps
         out = F.conv1d(stuffed[:, None], taps, padding=(taps.shape[-1] - 1) // 2)[:, 0, ::down]
     return out[:, :resampled_length(audio.shape[1], rate, target)]
 
 
 def reflect_index(lengths: torch.Tensor, width: int, pad: int) -> torch.Tensor:
-    """[batch, width + 2 pad]: the sample each position of a row reflect-padded by `pad` at both ends of its own
-    length reads (as torch.stft's center padding does; past the padded row: sample 0)."""
     t = torch.arange(width + 2 * pad, device=lengths.device)[None, :] - pad
     n = lengths[:, None]
     index = t.abs()
@@ -88,14 +79,11 @@ def reflect_index(lengths: torch.Tensor, width: int, pad: int) -> torch.Tensor:
 
 
 def joined(audios: list[np.ndarray], pin: bool = False) -> torch.Tensor:
-    """The audios end to end and a zero, on the host (`pin`: in pinned memory, ready for an upload that queues)."""
     flat = torch.from_numpy(np.concatenate(audios + [np.zeros(1, np.float32)]))
     return flat.pin_memory() if pin else flat
 
 
 def padded(audios: list[np.ndarray], device, staged: torch.Tensor | None = None) -> torch.Tensor:
-    """[batch, longest] on the device, zeros past each audio's end: one copy of the joined audio (`staged`: joined()
-    already), the rows laid out there (no batch-sized arrays built on the host)."""
     flat = upload(joined(audios) if staged is None else staged, device=device)
     sizes = upload([len(a) for a in audios], device=device)
     t = torch.arange(max(map(len, audios)), device=device)[None, :]
@@ -103,17 +91,13 @@ def padded(audios: list[np.ndarray], device, staged: torch.Tensor | None = None)
 
 
 def mel_shape(samples: list[int], rate: int) -> tuple[list[int], int]:
-    """log_mels' frame count of each audio (of `samples` at `rate`) and the width of their batch's mel, known on the
-    host before it runs."""
     lengths = [resampled_length(n, rate) for n in samples]
     return [n // HOP for n in lengths], max(lengths) // HOP + 1
 
 
 def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device,
              staged: torch.Tensor | None = None) -> tuple[torch.Tensor, list[int]]:
-    """Mono float32 audios at `rate` -> their log-mel [batch, n_mels, frames] (a row's frames past its own count
-    are not its audio's) and each one's frame count (its 16 kHz samples // 160). On the way: resampled to 16 kHz,
-    peak-normalized where louder than 1."""
+    """Mono float32 audios -> log-mel [batch, n_mels, frames] and each one's frame count."""
     lengths = [resampled_length(len(a), rate) for a in audios]
     n = upload(lengths, device=device)
     x = resample(padded(audios, device, staged), rate)

@@ -1,7 +1,4 @@
-"""One batch's forward as a sequence of slices: per planned layout (aligner/model.py `plan`), the encoder's layers in
-its slices, then the text model's. In the gateway a forward runs in turns between the engine's steps
-(engine.side_work); a slice (a CUDA graph per shape) bounds how long a turn holds the device, and `weights` (GFLOP
-per slice) let the caller fit the next slices into the turn it was given."""
+"""One batch's forward as slices (a CUDA graph each), so a turn between the engine's steps stays short."""
 import torch
 
 from .audio_encoder import CHUNK, SLOTS, TOKENS, conv_out_len
@@ -9,8 +6,6 @@ from .audio_encoder import CHUNK, SLOTS, TOKENS, conv_out_len
 
 class Forward:
     def __init__(self, model, mel, plan: list):
-        """`mel`: queues the batch's log-mels on the device (run with the first slice) and returns them; `plan`:
-        model.plan's (start, end, layout) per forward."""
         self.model, self.make_mel, self.plan = model, mel, plan
         self.stages = len(model.encoder) + len(model.text)
         self.slices = [(p, s) for p in range(len(plan)) for s in range(self.stages)]
@@ -24,7 +19,6 @@ class Forward:
 
     @torch.inference_mode()
     def run(self, count: int) -> None:
-        """Queues the next `count` slices on the current stream."""
         m, encoder = self.model, len(self.model.encoder)
         for p, s in self.slices[self.done:self.done + count]:
             if self.mel is None:
@@ -40,25 +34,23 @@ class Forward:
                 first = s == encoder
                 self.x = m.text[s - encoder](lay.ids.shape, *((ids, positions, sequences, *embed, self.x) if first
                                                                else (self.x, positions, sequences)))
-                if s == self.stages - 1:     # (a copy: the next forward of the batch may replay the same graph)
+                if s == self.stages - 1:     # a copy: the next forward may replay the same graph
                     self.out.append((self.x.flatten().clone(), lay.stamps))
             self.done += 1
 
     def read(self) -> list[list[int]]:
-        """The argmax class at each `<timestamp>` of every sequence, once every slice ran (waits for the device)."""
         return [row[s].tolist() for classes, stamps in self.out for row in [classes.cpu().numpy()] for s in stamps]
 
 
 def gflop(model, lay, stage: int) -> float:
-    """The arithmetic of one slice of a forward over `lay` (matrix products and attention; enough to share a
-    turn's time among slices)."""
+    """GFLOP of one slice over `lay`, to share a turn's time among slices."""
     a, t = model.cfg.audio, model.cfg.text
     encoder = len(model.encoder)
     if stage < encoder:
         n, layers = len(lay.windows) * TOKENS, model.encoder_layers[stage]
         per_layer = 2 * n * (4 * a.d_model ** 2 + 2 * a.d_model * a.ffn_dim) + 4 * n * TOKENS * a.d_model
         flops = per_layer * (layers.stop - layers.start)
-        if stage == 0:                 # the conv front end per one-second chunk: three 3x3 convs, the projection
+        if stage == 0:
             c, (m1, m2, m3), (t1, t2, t3) = a.downsample_hidden, halvings(a.num_mel_bins), halvings(CHUNK)
             convs = 2 * 9 * c * (m1 * t1 + c * (m2 * t2 + m3 * t3)) + 2 * t3 * c * m3 * a.d_model
             flops += len(lay.windows) * SLOTS * convs
@@ -76,7 +68,6 @@ def gflop(model, lay, stage: int) -> float:
 
 
 def halvings(n: int) -> list[int]:
-    """A length after each of the front end's three stride-2 convs."""
     out = []
     for _ in range(3):
         out.append(n := conv_out_len(n))

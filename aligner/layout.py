@@ -1,10 +1,4 @@
-"""A batch of (mel frames, input ids) laid out in rows of fixed size, with every index built on the host: the
-aligner's forward is then a function of static shapes (rows and row length) that a CUDA graph can replay.
-
-Encoder rows hold 8 one-second chunk slots (104 tokens, one attention window): an audio's windows (8 chunks each,
-its last one shorter) are packed into rows first-fit, largest first, and a token attends to its own window. Text
-rows hold `width` tokens; sequences are packed into them alike, a token attending causally within its sequence.
-Rows are counted up to a bucket (ROWS: at most 25% padding rows), so a few graphs serve every batch."""
+"""A batch in fixed-size rows, indices built on the host, so CUDA graphs can replay it."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,7 +6,7 @@ import numpy as np
 from .audio_encoder import CHUNK, SLOTS, TOKENS, chunk_tokens
 
 ROWS = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48]
-WIDTHS = [256, 512, 1024]         # text row lengths with graphs; a longer sequence gets a row of its own length
+WIDTHS = [256, 512, 1024]         # text row lengths with graphs
 TEXT_TOKENS = 16384               # text rows x width of one forward with graphs
 
 
@@ -25,7 +19,6 @@ def text_width(longest: int) -> int:
 
 
 def place(free: list[int], size: int, capacity: int) -> tuple[int, int]:
-    """(row, offset) of an item in the first row with room (`free`: each row's room, updated; a new row if none)."""
     row = next((r for r, f in enumerate(free) if f >= size), len(free))
     if row == len(free):
         free.append(capacity)
@@ -34,7 +27,6 @@ def place(free: list[int], size: int, capacity: int) -> tuple[int, int]:
 
 
 def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], int]:
-    """(row, offset) of each item packed into rows of `capacity`, largest first; and the rows used."""
     free, where = [], [(0, 0)] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         where[i] = place(free, sizes[i], capacity)
@@ -42,15 +34,12 @@ def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], i
 
 
 class Fit:
-    """A growing batch against the largest graphs: its windows placed first-fit as they come (the layout packs them
-    largest first, which in practice needs no more rows; a batch that does runs eagerly), its text by token count."""
     rows, tokens = ROWS[-1], int(0.9 * TEXT_TOKENS)
 
     def __init__(self):
         self.free, self.used, self.longest = [], 0, 0
 
     def add(self, frames: int, length: int) -> bool:
-        """One more (mel frames, input ids) item; whether the batch still fits."""
         chunks = -(-frames // CHUNK)
         for c in range(0, chunks, SLOTS):
             place(self.free, min(SLOTS, chunks - c), SLOTS)
@@ -60,28 +49,25 @@ class Fit:
 
 @dataclass
 class Layout:
-    mel_frames: np.ndarray     # [E, SLOTS, CHUNK] each chunk frame's column in the batch's mel, flat (-1: zero)
-    conv_frames: np.ndarray    # [E, SLOTS] frames the convs see (an audio under 1 s is not padded; empty slot: 0)
-    windows: np.ndarray        # [E, TOKENS] each encoder token's window (-1: no token)
-    ids: np.ndarray            # [R, width] input ids (0: padding)
-    positions: np.ndarray      # [R, width] position within its sequence
-    sequences: np.ndarray      # [R, width] each token's sequence (-1: padding)
-    audio_rows: np.ndarray     # [R, width] the encoder token an audio placeholder takes (flat over E x TOKENS)
+    mel_frames: np.ndarray     # [E, SLOTS, CHUNK] column in the batch's mel (-1: zero)
+    conv_frames: np.ndarray    # [E, SLOTS] frames the convs see (empty slot: 0)
+    windows: np.ndarray        # [E, TOKENS] window (-1: none)
+    ids: np.ndarray            # [R, width] (0: padding)
+    positions: np.ndarray
+    sequences: np.ndarray      # [R, width] sequence (-1: padding)
+    audio_rows: np.ndarray     # [R, width] the encoder token an audio placeholder takes
     is_audio: np.ndarray       # [R, width]
-    stamps: list[np.ndarray]   # per sequence: its `<timestamp>` tokens, flat over R x width
+    stamps: list[np.ndarray]   # per sequence: `<timestamp>` tokens, flat over R x width
 
     @classmethod
     def build(cls, frames: list[int], stride: int, ids: list[list[int]], audio_token: int,
               timestamp_token: int) -> "Layout":
-        """Audio i's mel frames are columns i * stride + [0, frames[i]) of the batch's mel."""
         encoder, tokens = encoder_rows(frames, stride)
         text = text_rows(ids, tokens, audio_token, timestamp_token)
         return cls(*encoder, *text)
 
 
 def encoder_rows(frames: list[int], stride: int):
-    """Each audio's windows packed into rows of SLOTS chunks -> (mel_frames, conv_frames, windows), and each audio's
-    encoder tokens in order (flat over rows x TOKENS)."""
     chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
     windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]
     place, rows = first_fit([len(chunks[i][c:c + SLOTS]) for i, c in windows], SLOTS)
@@ -99,7 +85,6 @@ def encoder_rows(frames: list[int], stride: int):
 
 
 def text_rows(ids: list[list[int]], tokens: list[list[int]], audio_token: int, timestamp_token: int):
-    """Sequences packed into rows of `width` -> (ids, positions, sequences, audio_rows, is_audio, stamps)."""
     lengths = [len(x) for x in ids]
     width = text_width(max(lengths))
     place, rows = first_fit(lengths, width)

@@ -1,10 +1,4 @@
-"""One context's word timestamps on an asyncio loop: its text and audio feed a WordStream, and a task runs the
-stream's alignment jobs through the shared AlignmentService, one at a time.
-
-Jobs follow playback, not generation: the audio of a stream comes several times faster than real time, and
-aligning every new chunk would keep the aligner busy for nothing. The stream paces them (stream.py) by a
-real-time player's position, started at the first audio chunk. A slow or failing aligner stops the words of the
-context (on_failure, once), never its audio."""
+"""One context's word timestamps on an asyncio loop; a slow or failing aligner stops its words, never its audio."""
 import asyncio
 from typing import Awaitable, Callable
 
@@ -24,7 +18,7 @@ class LiveWords:
         self.service, self.timeout, self.clock = service, timeout, clock
         self.on_words, self.on_failure = on_words, on_failure
         self.stream = WordStream(language)
-        self.first_audio: float | None = None    # when the player starts (on the clock)
+        self.first_audio: float | None = None    # when the player starts
         self.failed = False
         self.changed = asyncio.Event()           # new input for the stream
         self.progress = asyncio.Event()          # a job was applied, or alignment ended
@@ -38,7 +32,7 @@ class LiveWords:
         self.changed.set()
 
     def add_audio(self, pcm: np.ndarray, final: bool) -> None:
-        """A chunk of the speaking utterance (24 kHz); `final`: its last one (an utterance without audio: empty)."""
+        """`final`: the utterance's last chunk (may be empty)."""
         first = self.first_audio is None and len(pcm)
         if first:
             self.first_audio = self.clock.monotonic()
@@ -49,7 +43,6 @@ class LiveWords:
             self.changed.set()
 
     async def settled(self) -> None:
-        """Until every word of the utterances whose audio is complete is settled, or alignment ended."""
         while self.stream.pending and not (self.failed or self.task.done()):
             self.progress.clear()
             await self.progress.wait()
@@ -67,7 +60,7 @@ class LiveWords:
         try:
             while True:
                 job = self.stream.job(self._played())
-                if job is None:                  # (job() itself settles an utterance with nothing to align)
+                if job is None:
                     self.progress.set()
                     self.changed.clear()
                     due = None if self.first_audio is None else self.stream.due_in(self._played())

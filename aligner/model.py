@@ -1,10 +1,4 @@
-"""Qwen3-ForcedAligner-0.6B: audio encoder + Qwen3 text model + a 5000-class timestamp head.
-
-Module names match the published checkpoint (`thinker.audio_tower.*`, `thinker.model.*`, `thinker.lm_head.*`),
-so its safetensors load with no conversion. One non-autoregressive forward per batch of (audio, ids) pairs, in
-slices of static shapes (aligner/layout.py): the encoder's layers over its rows in ENCODER_SLICES, the text model's
-over its rows in TEXT_SLICES (aligner/forward.py runs them); on CUDA each slice is a CUDA graph per bucket, captured
-at start-up."""
+"""Qwen3-ForcedAligner-0.6B: audio encoder + Qwen3 text model + timestamp head; names match the checkpoint."""
 from functools import partial
 
 import torch
@@ -38,7 +32,6 @@ class Thinker(nn.Module):
 
 
 def cuts(layers: int, parts: int) -> list[slice]:
-    """`layers` in `parts` slices of (nearly) equal length, none empty."""
     parts = min(parts, layers)
     edges = [round(layers * i / parts) for i in range(parts + 1)]
     return [slice(a, b) for a, b in zip(edges, edges[1:])]
@@ -65,9 +58,6 @@ class AlignerModel(nn.Module):
         return self.thinker.audio_tower(x, windows, conv_frames, layers)
 
     def _decode(self, layers: slice, x, positions, sequences, audio_rows=None, is_audio=None, audio=None):
-        """The text rows (aligner/layout.py) through `layers`: from their ids [rows, width] with the encoder's tokens
-        [rows, TOKENS, d] in place of the audio placeholders, or from the hidden states of the layers before; after
-        the last layer the argmax class of every token [rows, width]."""
         t = self.thinker.model
         if audio is not None:
             ids = x
@@ -83,9 +73,7 @@ class AlignerModel(nn.Module):
 
     @torch.inference_mode()
     def capture(self, stream=None) -> None:
-        """A graph per slice and encoder row bucket, and per slice and text (rows, width) within TEXT_TOKENS, on
-        padding inputs, each slice reading the one before's output; captured on a stream of their own (their
-        cuBLAS workspace is not the engine's graphs': they replay side by side), `stream` if given."""
+        """On a stream of their own: their cuBLAS workspace is not the engine graphs'."""
         pool, stream = torch.cuda.graph_pool_handle(), stream or torch.cuda.Stream()
         for stage in self.encoder + self.text:
             stage.pool, stage.stream = pool, stream
@@ -106,15 +94,11 @@ class AlignerModel(nn.Module):
         torch.cuda.synchronize()
 
     def classify(self, mel: torch.Tensor, frames: list[int], ids: list[list[int]]) -> list[list[int]]:
-        """Log-mels [batch, mels, frames] (row i's first frames[i] frames), the input ids of each (the audio
-        placeholder expanded to the audio's token count) -> the argmax class at each `<timestamp>` position."""
         forward = Forward(self, lambda: mel, self.plan(frames, mel.shape[-1], ids))
         forward.run(len(forward.weights))
         return forward.read()
 
     def plan(self, frames: list[int], width: int, ids: list[list[int]]) -> list[tuple[int, int, Layout]]:
-        """The layouts of classify's forwards, built on the host (items [start, end) each): a batch beyond the
-        largest graphs takes several. `width`: the batch mel's frames."""
         out, start, fit = [], 0, Fit()
         for i, (f, x) in enumerate(zip(frames, ids)):
             if not fit.add(f, len(x)) and i > start:
@@ -125,8 +109,6 @@ class AlignerModel(nn.Module):
                 for a, b in out + [(start, len(ids))]]
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """The two stages' inputs on the device: the encoder's (its chunks of `mel`, conv frames, windows) and the
-        text model's (all but the encoder's tokens)."""
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         t = lambda a: upload(a, device=device)
         joined = F.pad(mel.transpose(0, 1).flatten(1), (0, 1))            # column -1: the zero frame of empty slots

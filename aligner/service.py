@@ -1,8 +1,4 @@
-"""The alignment worker: one thread owns the aligner (on the engine's device, on a stream of its own) and runs the
-jobs of every context in batches, each in turns between the engine's steps when given the engine's `side_work`: a
-turn takes as many of the forward's slices (aligner/forward.py) as its budget holds, at least one.
-Callers never wait on it: submit() returns a Future at once, and a full queue or a failed batch fails the Future
-(the caller then goes on without word timestamps)."""
+"""The alignment worker: one thread batches every context's jobs, run in turns between the engine's steps."""
 import contextlib
 import queue
 import threading
@@ -19,12 +15,7 @@ class AlignmentUnavailable(RuntimeError):
 class AlignmentService:
     def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 384.0, max_queue: int = 1024,
                  side_work=None, gather: float = 0.25, gather_margin: float = 0.6):
-        """`aligner`: anything with align_units([(audio, [unit, ...]), ...], sample_rate, turn) -> [[(start, end),
-        ...]]. A forward holds at most `max_batch` jobs and `max_batch_seconds` of audio (the largest graphs take 48
-        rows of 8 s): the larger the forward, the less it costs per second of audio (it runs in slices, each turn
-        as many as the engine can spare). A forward waits up to `gather` s for more jobs, and not past
-        `gather_margin` s before its jobs' earliest due time. `side_work`: the engine's hook (engine.side_work) that
-        gives turns on its device between its steps (None: forwards run at once)."""
+        """`aligner`: anything with align_units(); `side_work`: the engine's turn hook (None: run at once)."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
@@ -32,15 +23,14 @@ class AlignmentService:
         self.later = None                         # the job that did not fit the last batch
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
-                          rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)   # (sums: jobs queued, turns awaited)
+                          rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
         return self
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
-        """A window's audio (24 kHz) and its text units -> a Future of their (start, end) spans; `due`: when
-        (time.monotonic) its words are needed (None: at once)."""
+        """-> a Future of the units' spans; `due`: when (monotonic) they are needed."""
         future = Future()
         try:
             self.jobs.put_nowait((audio, units, future, due, time.monotonic()))
@@ -120,7 +110,6 @@ class AlignmentService:
 
 
 def fitting(costs: list[float], budget: float) -> int:
-    """How many of the slices (device seconds each) a turn of `budget` holds: at least the first."""
     n, total = 1, costs[0]
     while n < len(costs) and total + costs[n] <= budget:
         total, n = total + costs[n], n + 1

@@ -1,21 +1,5 @@
 """Streaming word timestamps for one context: which words are settled, given its text and audio so far.
-
-The context's text arrives in pieces and is cut into utterances (flush/end); each utterance's audio arrives in
-chunks (24 kHz, as the engine makes it; jobs carry it so, the aligner resamples it on its device), appended to
-a buffer that a job views without a copy. The speaking
-utterance is aligned over a window: its audio from the end of the last settled word, and its text from that word
-on, cut where its speaker cannot be yet: at 30 characters a second, which no one reaches, or, once the context's
-own pace is known, at 1.5x that pace (an estimate: a speaker who speeds up past it leaves the window's text short).
-A word settles when it is not the text's last unit (the text may still grow it) and it ends at least `margin` s
-before the window's audio does (its neighbours are spoken), or once the utterance's audio is complete (then every
-word of it settles). Settled words are final: never resent, in order, times cumulative from the context's first
-sample, spans into the context's text.
-
-Jobs are paced so that each second of audio is aligned about once: a window holds at least `min_audio` (its first
-word and `margin` after it: a shorter one settles nothing), and is aligned when its audio is complete,
-when it holds `batch` s of audio that no job has seen yet, or when a real-time player (at `played`) comes within
-`lookahead` of the settled words; never again before at least half of it (and `step`) is new, so that a player
-ahead of a slow aligner does not make it re-align the same unsettled tail over and over."""
+A word settles once it is not the text's last unit and ends `margin` s before its window's audio; never resent."""
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -26,35 +10,34 @@ from .text import Unit, segment
 
 RATE = 24000        # the engine's audio
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
-GUARD = 0.16        # provisional words end at least this long before their alignment's audio does
-UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks: a window's text ends where its speaker cannot be
-PACE = 1.5          # once the context's own pace is known (PACE_SPAN s of settled words): 1.5x it bounds a window
+GUARD = 0.16        # provisional words end this long before their audio
+UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks
+PACE = 1.5          # bounds a window's text once the context's own pace is known
 PACE_SPAN = 2.0
 
 
 @dataclass
 class Job:
-    audio: np.ndarray          # 24 kHz: the window
-    units: list[Unit]          # the window's text units, spans into the context's text
-    start: float               # window start, seconds from the context's first sample
-    final: bool                # the utterance's audio is complete: every unit settles
-    whole: bool                # its last unit is a whole word (text follows it, or the text is closed)
+    audio: np.ndarray          # 24 kHz
+    units: list[Unit]          # spans into the context's text
+    start: float               # window start, s from the context's first sample
+    final: bool                # every unit settles
+    whole: bool                # its last unit is a whole word
 
 
 @dataclass
 class _Utterance:
-    index: int                 # which utterance of the context
-    time: float                # its start, seconds from the context's first sample
+    index: int
+    time: float                # seconds from the context's first sample
     buffer: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))   # its audio from `head` on
     head: int = 0              # where the window starts in buffer
-    length: int = 0            # samples of the window
-    window: int = 0            # window start, samples from the utterance's start
+    length: int = 0
+    window: int = 0            # samples from the utterance's start
     aligned: int = 0           # the utterance's samples when its last job was made
-    text_end: int | None = None   # set when its audio is complete
+    text_end: int | None = None
 
     def add(self, pcm: np.ndarray) -> None:
-        """Appends; a full buffer is replaced by one twice the window's size: samples once written are never
-        overwritten, so a job's view of the window (audio()) stays valid while more audio arrives."""
+        """A full buffer is replaced, never overwritten, so a job's view of the window stays valid."""
         end = self.head + self.length
         if end + len(pcm) > len(self.buffer):
             grown = np.empty(max(2 * (self.length + len(pcm)), 48000), np.float32)   # the window's, not all
@@ -67,7 +50,6 @@ class _Utterance:
         return self.buffer[self.head:self.head + self.length]
 
     def cut(self, samples: int) -> None:
-        """The window starts `samples` later."""
         self.head, self.length, self.window = self.head + samples, self.length - samples, self.window + samples
 
 
@@ -79,11 +61,10 @@ class WordStream:
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
-        self.provisional: list[Word] = []    # the last alignment's unsettled words, up to GUARD before its end
+        self.provisional: list[Word] = []    # the last alignment's unsettled words
         self.utterances = deque([_Utterance(0, 0.0)])   # head: being aligned; tail: receiving audio
         self.settled_char = 0                # end of the last settled word
 
-    # input ---------------------------------------------------------------------------------------------------------
     def add_text(self, text: str) -> None:
         self.text += text
 
@@ -94,30 +75,23 @@ class WordStream:
         self.utterances[-1].add(pcm)
 
     def end_audio(self) -> None:
-        """The utterance's audio is complete; audio after this belongs to the next utterance."""
         u = self.utterances[-1]
         u.text_end = self._text_end(u.index)
         self.utterances.append(_Utterance(u.index + 1, u.time + (u.window + u.length) / RATE))
 
-    # alignment -----------------------------------------------------------------------------------------------------
     @property
     def pending(self) -> bool:
-        """Audio of a complete utterance is not settled yet."""
         return self.utterances[0].text_end is not None
 
     @property
     def settled_time(self) -> float:
-        """Where the head utterance's window starts (seconds from the context's first sample): words before it are
-        settled."""
         u = self.utterances[0]
         return u.time + u.window / RATE
 
     def due_in(self, played: float) -> float:
-        """Seconds of playback until the player is within `lookahead` of the settled words (<= 0: it is)."""
         return self.settled_time - self.lookahead - played
 
     def ready(self, played: float = 0.0) -> bool:
-        """Whether a job is due (cheap: the caller may ask at every chunk)."""
         u = self.utterances[0]
         if u.text_end is not None:
             return True
@@ -126,8 +100,6 @@ class WordStream:
             (fresh >= self.batch or self.due_in(played) <= 0)
 
     def job(self, played: float = 0.0) -> Job | None:
-        """The next window to align, or None while none is due (see the module's doc); `played`: the player's
-        position, seconds from the context's first sample."""
         if not self.ready(played):
             return None
         u = self.utterances[0]
@@ -149,7 +121,6 @@ class WordStream:
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
-        """Take an alignment of `job` ((start, end) s per unit, from the window start); returns the words it settles."""
         u, duration = self.utterances[0], len(job.audio) / RATE
         words = [Word(self.text[x.start:x.end], job.start + min(s, duration), job.start + min(e, duration),
                       x.start, x.end) for x, (s, e) in zip(job.units, spans)]
@@ -171,15 +142,12 @@ class WordStream:
         return settled
 
     def pace(self) -> float | None:
-        """Characters per second of voiced speech over the last settled words (pauses left out: never slower than
-        the speaker), once they hold PACE_SPAN s of it; else None. The text model's cost grows with a window's text,
-        and the fixed bound is twice a usual pace."""
+        """Voiced characters per second over the last settled words, or None."""
         words = self.words[-32:]
         voiced = sum(w.end - w.start for w in words)
         return sum(w.char_end - w.char_start + 1 for w in words) / voiced if voiced >= PACE_SPAN else None
 
     def known_words(self) -> list[Word]:
-        """Settled words, then the provisional ones: what a barge-in can count on."""
         return self.words + self.provisional
 
     def _text_end(self, index: int) -> int:

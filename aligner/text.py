@@ -1,10 +1,4 @@
-"""Word units as the forced aligner's processor cuts them, with each unit's character span in the original text.
-
-- Japanese: nagisa's morphemes; Korean: soynlp's LTokenizer with the reference's word scores (optional extra
-  `aligner`). Both normalize (NFKC), so their units are located back in the text character by character.
-- Every other language: whitespace split, then every CJK ideograph is a unit of its own.
-- Every unit keeps only letters, numbers and `'`; units left empty are dropped. A unit's span runs from its first
-  kept character to its last."""
+"""Word units as the forced aligner's processor cuts them, each with its span in the original text."""
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,11 +19,11 @@ class Unit:
 
 
 def _in(ch: str, ranges) -> bool:
-    return ch >= "\u1100" and any(lo <= ord(ch) <= hi for lo, hi in ranges)   # (below: no range, the usual case)
+    return ch >= "\u1100" and any(lo <= ord(ch) <= hi for lo, hi in ranges)
 
 
 @lru_cache(maxsize=4096)
-def kept(ch: str) -> bool:      # (cached: every character of every alignment job's text comes here)
+def kept(ch: str) -> bool:      # cached: every character of every job's text comes here
     return ch == "'" or unicodedata.category(ch)[0] in "LN"
 
 
@@ -38,7 +32,7 @@ def clean(token: str) -> str:
 
 
 def resolve_language(language: str, text: str) -> str:
-    """The segmentation rule: 'japanese', 'korean' or 'spaces'. `auto` picks by script: kana, then hangul."""
+    """'japanese', 'korean' or 'spaces'; `auto` picks by script."""
     language = (language or "auto").lower()
     if language == "auto":
         language = next(("japanese" if _in(ch, KANA) else "korean" for ch in text
@@ -75,8 +69,6 @@ def _space_units(text: str) -> list[Unit]:
 
 
 def _locate(tokens: list[str], text: str) -> list[Unit]:
-    """Spans of normalized tokens, in order, in the original text: each token character is matched against the
-    NFKC form of the text's characters from where the previous one matched."""
     stream = [(c, i) for i, ch in enumerate(text) for c in unicodedata.normalize("NFKC", ch).replace("İ", "I")]
     units, at = [], 0
     for token in tokens:

@@ -1,8 +1,4 @@
-"""The engine's float32 24 kHz PCM -> the audio a socket asked for: pcm_s16le, mulaw, alaw or opus packets at 24000,
-16000 or 8000 Hz.
-
-Resampling is streaming-exact: feeding a stream in any chunking and then calling finish() yields the same samples
-as converting it in one piece (a zero-phase windowed-sinc low-pass with zeros beyond both ends)."""
+"""The engine's 24 kHz PCM -> a socket's audio (pcm_s16le, mulaw, alaw, opus), resampled streaming-exact."""
 import asyncio
 from math import gcd
 
@@ -33,7 +29,6 @@ class Resampler:
         self.base, self.received, self.emitted = 1 - self.width, 0, 0
 
     def _emit(self, end: int) -> np.ndarray:
-        """Outputs up to index `end` (exclusive); their inputs are all in the buffer."""
         m = np.arange(self.emitted, max(end, self.emitted))
         t = m * self.down + self.delay
         newest = t // self.up - self.base
@@ -50,7 +45,6 @@ class Resampler:
         return self._emit((self.up * self.received - 1 - self.delay) // self.down + 1)
 
     def finish(self) -> np.ndarray:
-        """The rest of the stream (ceil(inputs * rate / source) outputs in all); then ready for a new stream."""
         total = -(-self.received * self.up // self.down)
         last_needed = ((total - 1) * self.down + self.delay) // self.up
         pad = max(0, last_needed + 1 - (self.base + len(self.buf)))
@@ -65,7 +59,6 @@ def to_pcm16(pcm: np.ndarray) -> np.ndarray:
 
 
 def to_mulaw(pcm: np.ndarray) -> bytes:
-    """G.711 mu-law of 16-bit samples."""
     s = to_pcm16(pcm).astype(np.int32)
     magnitude = np.minimum(np.abs(s), 32635) + 0x84
     exponent = np.frexp(magnitude)[1] - 8                       # floor(log2(magnitude)) - 7, in 0..7
@@ -74,14 +67,13 @@ def to_mulaw(pcm: np.ndarray) -> bytes:
 
 
 def mulaw_to_pcm16(data: bytes) -> np.ndarray:
-    """The inverse of to_mulaw (up to its quantization): for clients and tests."""
     u = ~np.frombuffer(data, np.uint8).astype(np.int32) & 0xFF
     magnitude = (((u & 0x0F) << 3) + 0x84 << ((u >> 4) & 0x07)) - 0x84
     return np.where(u & 0x80, -magnitude, magnitude).astype(np.int16)
 
 
 class AudioEncoder:
-    """One continuous audio stream (an utterance) -> the socket's audio messages; after the final chunk, reusable."""
+    """One continuous audio stream -> the socket's audio messages; reusable after the final chunk."""
 
     def __init__(self, sample_rate: int = SOURCE_RATE, encoding: str = "pcm_s16le"):
         self.sample_rate, self.encoding = sample_rate, encoding
@@ -89,7 +81,6 @@ class AudioEncoder:
         self.codec = PacketEncoder(encoding, sample_rate) if encoding in CODECS else None
 
     def encode(self, pcm: np.ndarray, final: bool = False) -> list[tuple[bytes, int]]:
-        """The next chunk -> (payload, samples at the socket's rate) per message: an Opus packet each, or all of it."""
         if self.resampler:
             pcm = np.concatenate([self.resampler.push(pcm), self.resampler.finish()]) if final else \
                 self.resampler.push(pcm)
@@ -102,7 +93,7 @@ class AudioEncoder:
         return [(data, len(pcm))] if len(pcm) else []
 
     async def encode_async(self, pcm: np.ndarray, final: bool = False) -> list[tuple[bytes, int]]:
-        """encode(); Opus in a thread: 3-4 ms for a 16-frame chunk, which the loop's other sockets should not wait for."""
+        """Opus encodes in a thread, so that the loop's other sockets do not wait for it."""
         if self.encoding == "opus":
             return await asyncio.to_thread(self.encode, pcm, final)
         return self.encode(pcm, final)

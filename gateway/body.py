@@ -1,5 +1,4 @@
-"""An HTTP request's JSON body, refused (413) before it is read when its Content-Length, or the bytes that arrive,
-exceed a bound; and its fields, checked."""
+"""An HTTP request's JSON body, refused (413) before it is read when too large; and its fields, checked."""
 import json
 
 from starlette.requests import Request
@@ -27,7 +26,6 @@ async def read_json(request: Request, limit: int) -> dict:
 
 
 def body_field(body: dict, name: str, kind, default=None):
-    """body[name] if it is of `kind` (a type or a tuple of types), else invalid_request."""
     value = body.get(name, default)
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):

@@ -14,8 +14,7 @@ def audio_frame(pcm: np.ndarray, rate: int, pts: int) -> av.AudioFrame:
 
 
 class PacketEncoder:
-    """One utterance's float32 PCM -> the codec's packets as they are ready; the final chunk drains the codec, and
-    the next utterance gets a fresh one."""
+    """One utterance's PCM -> the codec's packets as they are ready; the final chunk drains the codec."""
 
     def __init__(self, encoding: str, rate: int):
         self.codec, self.bit_rate, self.options = CODECS[encoding]

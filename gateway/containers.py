@@ -1,8 +1,4 @@
-"""OpenAI's response formats, encoded by FFmpeg (PyAV) chunk by chunk as the engine's audio arrives.
-
-A streamed response is muxed as to a pipe, with no seeking back, so every container is one a player reads as it
-comes: MP3 frames, Ogg Opus, AAC in ADTS, native FLAC (its sample count 0: "unknown"), and WAV with the sizes
-0xFFFFFFFF that FFmpeg writes to a pipe. A whole response is muxed seekable: WAV and FLAC headers get exact sizes."""
+"""OpenAI's response formats, encoded by FFmpeg (PyAV) chunk by chunk; streamed ones in containers read as they come."""
 import io
 
 import av
@@ -42,8 +38,6 @@ class Pipe:
 
 
 class ContainerEncoder:
-    """One response: the engine's float32 24 kHz PCM (at `speed`, pitch kept) -> the bytes of `fmt`."""
-
     def __init__(self, fmt: str, streamed: bool, speed: float = 1.0):
         muxer, codec, bit_rate, self.media_type = FORMATS[fmt]
         self.streamed = streamed
@@ -57,7 +51,6 @@ class ContainerEncoder:
         self.pts = 0
 
     def encode(self, pcm: np.ndarray, final: bool = False) -> bytes:
-        """The bytes ready to send: streamed, what this chunk completes; whole, nothing until the final chunk."""
         if self.stretch:
             pcm = self.stretch.push(pcm, final)
         if len(pcm):

@@ -1,5 +1,4 @@
-"""One context of a socket: its utterances in order (each one engine request), with seq and sample offsets kept
-across them. The session calls the message methods; run() is the context's task that streams the audio out."""
+"""One context of a socket: its utterances in order, an engine request each, seq and sample offsets across them."""
 import asyncio
 import logging
 from collections import deque
@@ -37,7 +36,6 @@ class Context:
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
 
-    # messages (called by the session; raise ProtocolError / EngineInputError, which end the context) ------------
     def add_text(self, text: str) -> None:
         self._check_open()
         utterance = self._open_utterance()
@@ -116,7 +114,6 @@ class Context:
         return self.utterances[-1]
 
     def _hold(self, n: int) -> None:
-        """Text not spoken yet, bounded per context and per socket: refused before memory grows."""
         limits = self.session.gateway.config.limits
         socket = sum(c.pending for c in self.session.contexts.values() if c is not self) + self.pending
         if self.pending + n > limits.max_pending_chars or socket + n > limits.max_pending_chars_per_socket:
@@ -130,7 +127,6 @@ class Context:
         if head is not None and not head.stream and head.parts and not (head.closer and head.blank):
             head.start(self.settings, self.session.gateway)
 
-    # the context's task -------------------------------------------------------------------------------------------
     async def run(self) -> None:
         try:
             while await self._wait(self._head_ready):
@@ -164,7 +160,6 @@ class Context:
         return bool(self.utterances) and bool(self.utterances[0].stream or self.utterances[0].closer)
 
     async def _wait(self, ready) -> bool:
-        """Until ready() (True) or the context is finished (False)."""
         while not self.finished and not ready():
             self.changed.clear()
             await self.changed.wait()

@@ -1,6 +1,4 @@
-"""More front ends beside serve's own: processes with an event loop each, listening on the same port (SO_REUSEPORT:
-the kernel spreads new connections over them), each a client of the one engine core. A thousand sockets streaming
-LLM tokens send tens of thousands of messages a second, more than one interpreter can parse."""
+"""Extra front-end processes on serve's port (SO_REUSEPORT): one interpreter cannot parse a thousand sockets."""
 import dataclasses
 import logging
 import math
@@ -20,7 +18,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def share(config, workers: int):
-    """One front end's part of the server's limits."""
     return dataclasses.replace(config, max_sockets=math.ceil(config.max_sockets / workers), workers=workers)
 
 
@@ -34,7 +31,7 @@ def start_frontends(n: int, config, address: str, host: str, port: int, log_leve
 
 
 def run_frontend(config, address: str, host: str, port: int, log_level: str) -> None:
-    """A front end's process: stopped by serve (SIGTERM), never by the terminal's Ctrl-C, so that it drains in order."""
+    """Stopped by serve (SIGTERM), never by the terminal's Ctrl-C, so that it drains in order."""
     from .server import GatewayServer, create_app, uvicorn_config
     from .service import Gateway
 

@@ -38,7 +38,6 @@ def error_response(gateway, code: str, message: str) -> Response:
 
 
 def api(handler):
-    """Auth, readiness and error mapping around an HTTP handler."""
     async def endpoint(request: Request):
         gateway = request.app.state.gateway
         try:
@@ -64,7 +63,7 @@ async def list_voices(request: Request, gateway) -> JSONResponse:
 
 @api
 async def register_voice(request: Request, gateway) -> JSONResponse:
-    """{name, audio: base64 WAV, text: its transcript, [x_vector_only]}: the clone conditioning is computed once."""
+    """{name, audio: base64 WAV, text, [x_vector_only]}: the clone conditioning is computed once."""
     body = await read_json(request, gateway.config.limits.max_body_bytes)
     name = body_field(body, "name", str) or ""
     if not VOICE_NAME.fullmatch(name):

@@ -1,5 +1,4 @@
-"""What one client may make the server hold beyond GatewayConfig's basic limits, with the `serve` flag of each bound
-(docs/protocol.md, Limits, lists every bound with the error it produces)."""
+"""What one client may make the server hold beyond GatewayConfig's limits (docs/protocol.md, Limits)."""
 import argparse
 from dataclasses import dataclass, field, fields
 

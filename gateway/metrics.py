@@ -14,7 +14,6 @@ class Histogram:
         self.sums: Counter = Counter()
 
     def merge(self, state: tuple) -> None:
-        """Adds another process's (counts, sums)."""
         for label, counts in state[0].items():
             mine = self.counts.setdefault(label, [0] * (len(self.buckets) + 1))
             self.counts[label] = [a + b for a, b in zip(mine, counts)]
@@ -38,8 +37,6 @@ class Histogram:
 
 
 class FrameRate:
-    """Frames per second over a sliding window, from a cumulative frame counter sampled at each scrape."""
-
     def __init__(self, window: float = 10.0):
         self.window = window
         self.samples: deque[tuple[float, int]] = deque()
@@ -67,12 +64,10 @@ class Metrics:
         return self.audio_samples // SAMPLES_PER_FRAME
 
     def snapshot(self, **gauges) -> dict:
-        """This front end's counters (and `gauges` to sum), for the others to add to theirs."""
         return dict(ttfa=(self.ttfa.counts, dict(self.ttfa.sums)), rtf=(self.rtf.counts, dict(self.rtf.sums)),
                     requests=dict(self.requests), errors=dict(self.errors), audio_samples=self.audio_samples, **gauges)
 
     def merged(self, others: list[dict]) -> "Metrics":
-        """The counters of every front end: this one's and the `others`' snapshots."""
         total = Metrics()
         total.frame_rate = self.frame_rate
         for snap in [self.snapshot()] + others:

@@ -1,5 +1,4 @@
-"""POST /v1/audio/speech as OpenAI defines it, for the unchanged SDK: its formats (FFmpeg through PyAV), streaming
-(`stream_format` audio: chunked bytes; sse: speech.audio.delta events), voice names and speed."""
+"""POST /v1/audio/speech as OpenAI defines it: formats, streaming (chunked bytes or SSE), voice names, speed."""
 import asyncio
 import base64
 import logging
@@ -70,9 +69,8 @@ def _voice(body: dict, gateway) -> str | None:
 
 
 async def _encoded(stream: EngineStream, encoder: ContainerEncoder):
-    """The response's bytes as they are ready (a whole response's once, at the end)."""
     async for chunk in stream.chunks():
-        data = await asyncio.to_thread(encoder.encode, chunk.pcm, chunk.final)     # up to 4 ms a chunk: off the loop
+        data = await asyncio.to_thread(encoder.encode, chunk.pcm, chunk.final)     # off the loop
         if data:
             yield data
 
@@ -87,7 +85,7 @@ async def _rest(first: bytes, pieces):
 
 
 async def _events(first: bytes, pieces, stream: EngineStream):
-    """OpenAI's SSE: speech.audio.delta per piece; speech.audio.done (usage: output tokens are codec frames) last."""
+    """OpenAI's SSE: speech.audio.delta per piece, then speech.audio.done (usage counts codec frames)."""
     async for data in _rest(first, pieces):
         yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
     if stream.finish_reason is not None:

@@ -1,8 +1,4 @@
-"""A socket's outbound frames, written in order by one task, so that no context and no reader waits for the client.
-
-The queue is bounded. A client that falls behind a real-time player by more than `max_seconds` (the oldest frame it
-has not taken was due that long ago: audio when a player of its context needs it, anything else at once), or leaves
-more than `max_bytes` untaken, is too slow: the session then ends its contexts and closes the socket."""
+"""A socket's outbound frames, written in order by one task; a client too far behind is dropped as too slow."""
 import asyncio
 import logging
 from collections import deque
@@ -26,7 +22,6 @@ class Outbox:
         self.task = asyncio.create_task(self._write_all())
 
     def put(self, frame: str | bytes, due: float | None = None) -> bool:
-        """Queues a frame (dropped once closing); False when the client has fallen too far behind."""
         if self.closing is None:
             now = self.clock.monotonic()
             self.last_due = max(self.last_due, now if due is None else due)
@@ -40,15 +35,13 @@ class Outbox:
         return self.closing is None and (behind > self.max_seconds or self.bytes > self.max_bytes)
 
     def drop(self) -> None:
-        """Forgets every queued frame, the one being written included (a send waits for the client before it
-        writes anything)."""
+        """Forgets every queued frame, the one being written included."""
         self.task.cancel()
         self.frames.clear()
         self.bytes = 0
         self.task = asyncio.create_task(self._write_all())
 
     async def close(self, code: int, reason: str) -> None:
-        """Writes what is queued, then the close frame; waits up to CLOSE_TIMEOUT for a client that does not read."""
         if self.closing is None:
             self.closing = (code, reason)
             self.wake.set()

@@ -1,5 +1,4 @@
-"""Secrets never reach the logs: the value of an `api_key=` query parameter (uvicorn logs every request's path and
-query, and every WebSocket's) is replaced by ***."""
+"""Secrets never reach the logs: an `api_key=` query parameter's value (uvicorn logs every path) becomes ***."""
 import logging
 import re
 

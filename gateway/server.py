@@ -1,5 +1,4 @@
-"""The ASGI app: the WebSocket route, health and metrics, the HTTP API, the browser playground; and a uvicorn server
-that drains first."""
+"""The ASGI app (WebSocket, health, metrics, HTTP API, playground) and a uvicorn server that drains first."""
 import asyncio
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -108,8 +107,7 @@ def create_app(gateway: Gateway) -> Starlette:
 
 
 class GatewayServer(uvicorn.Server):
-    """Exits when the engine fails to load. At shutdown uvicorn would close every WebSocket with 1012 at once:
-    stop listening, then drain the gateway first."""
+    """At shutdown uvicorn would close every WebSocket with 1012 at once: stop listening, then drain first."""
 
     def __init__(self, gateway: Gateway, config: uvicorn.Config):
         super().__init__(config)
@@ -130,8 +128,7 @@ class GatewayServer(uvicorn.Server):
 
 
 def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str = "info") -> uvicorn.Config:
-    # messages above max_message_bytes get a `message_too_large` error; far larger ones close the socket (1009);
-    # no per-message deflate: PCM hardly compresses, and zlib at a thousand streams' audio rate would take a core
+    # no per-message deflate: PCM hardly compresses, and zlib at a thousand streams' rate would take a core
     limits = gateway.config.limits
     config = uvicorn.Config(app, host=host, port=port, ws="websockets-sansio", lifespan="on", log_level=log_level,
                             ws_max_size=16 * gateway.config.max_message_bytes, ws_per_message_deflate=False,

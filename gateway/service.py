@@ -34,8 +34,7 @@ class GatewayConfig:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, engine: EngineClient, clock: Clock = REAL_CLOCK):
-        """`engine`: the engine core (a child process, or a test's thread), started by start(). `clock`: what the
-        sockets' timers, idle release, slow consumers and word pacing read."""
+        """`clock`: what the sockets' timers, idle release, slow consumers and word pacing read."""
         self.config, self.engine, self.clock = config, engine, clock
         self.status = "loading"              # loading -> ready -> shutting_down (or failed)
         self.metrics = Metrics()
@@ -50,7 +49,6 @@ class Gateway:
 
     @property
     def serving(self) -> bool:
-        """Ready, and so is every other front end of the server (each has reported to the core): for /health."""
         return self.ready and len(self.engine.other_reports()) >= self.config.workers - 1
 
     @property
@@ -75,7 +73,6 @@ class Gateway:
             log.exception("engine start failed")
 
     async def _report(self) -> None:
-        """This front end's metrics to the core once a second: every front end's /metrics shows the sum."""
         while True:
             self.engine.send(("report", self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts)))
             await asyncio.sleep(1.0)
@@ -96,8 +93,7 @@ class Gateway:
         return any(hmac.compare_digest(key.encode(), k.encode()) for k in self.config.api_keys)
 
     async def drain(self) -> None:
-        """Graceful shutdown: new work is refused; closed text gets up to shutdown_grace s to be spoken; then every
-        socket's remaining contexts end with `shutting_down` and the socket closes with 1001."""
+        """Graceful shutdown: refuse new work, give closed text shutdown_grace s, then end contexts and close (1001)."""
         if self.status == "failed":
             for session in list(self.sessions):
                 await session.shutdown("the engine failed")

@@ -67,7 +67,6 @@ class Session:
             self.closed = True
             await self.outbox.close(code, reason)
 
-    # reading -------------------------------------------------------------------------------------------------------
     def _on_frame(self, frame: dict) -> None:
         try:
             msg = self._parse(frame.get("text"))
@@ -146,7 +145,6 @@ class Session:
         raise p.ProtocolError(p.UNKNOWN_CONTEXT, "no such context on this socket; a text message creates one",
                               context_id)
 
-    # ending contexts ---------------------------------------------------------------------------------------------
     def _retire(self, ctx: Context) -> None:
         ctx.cancel()
         if self.contexts.pop(ctx.id, None) is not None:
@@ -159,7 +157,6 @@ class Session:
             self.finished_ids.popitem(last=False)
 
     def finish(self, ctx: Context, last: p.ServerMessage) -> None:
-        """Send the context's last message (done, cancelled, error); nothing of it follows."""
         if ctx.finished:
             return
         self._retire(ctx)
@@ -169,15 +166,13 @@ class Session:
         self.finish(ctx, p.Error(code, message, code in p.RETRYABLE, ctx.id))
 
     def drop_slow_consumer(self) -> None:
-        """Every context ends (its engine slot is free before the next step); what the client has not taken is
-        dropped; each context's error and the close (1008) follow if the client reads within CLOSE_TIMEOUT."""
+        """Every context ends and untaken frames are dropped; errors and the close (1008) follow if the client reads."""
         self.outbox.drop()
         message = "the client fell too far behind its audio (a slow consumer): read the socket as frames arrive"
         for ctx in list(self.contexts.values()):
             self.fail(ctx, p.SLOW_CONSUMER, message)
         self.closing = asyncio.create_task(self._close(p.CLOSE_POLICY, "slow consumer"))
 
-    # writing -------------------------------------------------------------------------------------------------------
     def send(self, msg: p.ServerMessage) -> None:
         if isinstance(msg, p.Error):
             self.gateway.metrics.errors[msg.code] += 1

@@ -1,5 +1,4 @@
-"""One engine request as the gateway sees it: the engine's handle and its latency metrics (a request the engine cannot
-take now fails with `busy` from its handle)."""
+"""One engine request as the gateway sees it: the engine's handle and its latency metrics."""
 import time
 from typing import AsyncIterator
 
@@ -30,7 +29,6 @@ class EngineStream:
         self.handle.cancel()
 
     async def chunks(self) -> AsyncIterator[AudioChunk]:
-        """The request's chunks to the final one; an engine failure raises (EngineInputError or another error)."""
         async for chunk in self.handle:
             self._observe(chunk)
             yield chunk

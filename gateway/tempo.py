@@ -20,7 +20,6 @@ class TimeStretch:
         self.graph.link_nodes(source, *tempos, self.graph.add("abuffersink")).configure()
 
     def push(self, pcm: np.ndarray, final: bool = False) -> np.ndarray:
-        """The stretched audio ready so far; the final chunk also gives the rest."""
         for start in range(0, len(pcm), PIECE):
             self.graph.push(audio_frame(pcm[start:start + PIECE], self.rate, self.pts + start))
         self.pts += len(pcm)

@@ -1,6 +1,4 @@
-"""A context's text up to a flush or end, spoken by one engine request, started when the one before is done. An
-open utterance idle past --idle-release gives its engine slot back: its request ends and the context's next text
-starts a new one, without a `flushed` (keepalives keep the context, not the slot)."""
+"""A context's text up to a flush or end, spoken by one engine request; idle past --idle-release, it frees its slot."""
 import time
 from dataclasses import dataclass, field
 
@@ -30,7 +28,6 @@ class Utterance:
 
     @property
     def pending(self) -> int:
-        """What it holds against --max-pending-chars until it is spoken: its characters, and one for its closer."""
         return self.chars + 1
 
     def start(self, s: p.Text, gateway) -> None:
@@ -46,7 +43,6 @@ class Utterance:
             self.stream.cancel() if self.blank else self.stream.close()
 
     def release_if_idle(self, now: float, after: float) -> bool:
-        """Its engine request ends if it is open, holds a slot and had no text or audio for `after` seconds."""
         if self.closer or not self.stream or self.stream.handle.done or now - self.last_activity < after:
             return False
         self.released = True

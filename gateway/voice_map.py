@@ -20,8 +20,7 @@ def parse(text: str) -> dict[str, str]:
 
 
 def resolve(name: str | None, table: dict[str, str], voices: list[str], takes_voice: bool) -> str | None:
-    """A voice of the model (a speaker or a registered clone) as it is; an alias -> its voice, when the model has it
-    (VoiceDesign models take no voice: none); anything else unchanged, for the engine to answer unknown_voice."""
+    """A model voice as is; an alias -> its voice where the model has one; else unchanged (engine: unknown_voice)."""
     known = {v.lower() for v in voices}
     if name is None or name.lower() in known or name.lower() not in table:
         return name

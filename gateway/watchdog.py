@@ -1,5 +1,4 @@
-"""A socket's timers, checked about once a second: contexts idle past --context-timeout end, open utterances idle
-past --idle-release give their engine slots back, and a client too far behind its audio is dropped."""
+"""A socket's timers, checked about once a second: context timeout, idle release, a client too far behind."""
 from qwen_tts_client import protocol as p
 
 

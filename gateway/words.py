@@ -1,6 +1,4 @@
-"""A context's word timestamps: the aligner's LiveWords, sending `words` events as words settle and one
-`alignment_unavailable` error (which does not end the context) if the aligner fails or stalls; and what was said when
-the context is cancelled."""
+"""A context's word timestamps: `words` events as words settle, one `alignment_unavailable` if the aligner fails."""
 import logging
 
 from aligner import LiveWords
@@ -28,7 +26,6 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
 
 
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:
-    """The answer to `cancel`: what was played (the client's figure, or all sent) and, with word timings, said."""
     played = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
     msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
     said = Spoken("", 0, "".join(ctx.texts)) if played == 0 else ctx.words.spoken(played) if ctx.words else None

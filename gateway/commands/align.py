@@ -23,7 +23,7 @@ def run(args) -> int:
 
     audio, rate = read_wav(args.audio)
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
-                           graphs=False)                # one alignment: capturing 53 graphs would cost more
+                           graphs=False)                # one alignment: capturing the graphs would cost more
     words = aligner.align(audio, args.text, args.language, rate)
     if args.json:
         print(json.dumps([{"word": w.word, "start": w.start, "end": w.end} for w in words], ensure_ascii=False))

@@ -1,9 +1,4 @@
-"""The front end's engine: the engine core in a child process (or, for tests, a thread) behind a ZMQ socket
-(starts.py: how it is started).
-
-It offers what the gateway needs of an engine (submit -> a RequestHandle, append/close/cancel, voices, the aligner's
-submit, stats) and never blocks: requests are checked here at once (the same Validator as the engine's), commands
-leave once per event-loop turn in one message, and the core's answers come back in batches."""
+"""The front end's engine: the engine core behind a ZMQ socket; it never blocks the event loop."""
 import asyncio
 import itertools
 import logging
@@ -27,8 +22,7 @@ SILENCE_S = 10.0           # the core sends stats every 0.1 s: this long without
 
 class EngineClient:
     def __init__(self, start_worker, address: str):
-        """start_worker() starts the core serving on `address`; returns its Process (watched for its exit), its
-        Thread, or None (a core that another front end started)."""
+        """`start_worker` starts the core; returns its Process, its Thread, or None (another front end's core)."""
         self.start_worker, self.address = start_worker, address
         self.requests: dict[int, RequestHandle] = {}
         self.calls: dict[int, asyncio.Future | Future] = {}
@@ -44,7 +38,6 @@ class EngineClient:
         return self.worker if isinstance(self.worker, multiprocessing.process.BaseProcess) else None
 
     async def start(self) -> None:
-        """Until the core is ready (its model loaded and warmed up); raises if it dies first."""
         loop = asyncio.get_running_loop()
         self.ready = loop.create_future()
         self.ctx = zmq.asyncio.Context()
@@ -60,7 +53,6 @@ class EngineClient:
         self.send(("hello",))
         await self.ready
 
-    # the engine's caller-side interface --------------------------------------------------------------------------
     def submit(self, request) -> RequestHandle:
         request = self.validator.prepare(request)
         if self.failure:
@@ -90,7 +82,6 @@ class EngineClient:
     def voice_names(self) -> list[str]:
         return self.voices.names()
 
-    # messages ------------------------------------------------------------------------------------------------------
     def send(self, msg: tuple) -> None:
         self.pending.append(msg)
         if len(self.pending) == 1:
@@ -112,7 +103,6 @@ class EngineClient:
         return future
 
     def other_reports(self) -> list[dict]:
-        """The metrics the other front ends of this server last reported."""
         return [r for peer, r in self.stats.get("frontends", {}).items() if peer != self.identity.hex()]
 
     async def _read(self) -> None:
@@ -163,7 +153,6 @@ class EngineClient:
         self._fail(f"the engine process exited (code {self.process.exitcode})")
 
     def _fail(self, reason: str) -> None:
-        """The core is gone: every request and call fails, and so does whatever waits for it."""
         if self.failure:
             return
         self.failure = reason

@@ -5,8 +5,7 @@ from engine.models.qwen3_tts.voice_store import VoiceStore
 
 
 class VoiceNames:
-    """The registered clone voices: the core's voice store read here, else the names as the core last reported them
-    (the core checks again at admission)."""
+    """The registered clone voices as last known here (the core checks again at admission)."""
 
     def __init__(self):
         self.known: list[str] = []
@@ -23,8 +22,6 @@ class VoiceNames:
 
 
 class RemoteAligner:
-    """The core's AlignmentService.submit across the process boundary: a Future of the units' (start, end) spans."""
-
     def __init__(self, client):
         self.client = client
 

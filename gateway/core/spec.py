@@ -1,5 +1,4 @@
-"""What the engine core builds, and its start: the forced aligner first (the KV cache takes what it leaves), then the
-engine, then a warm-up of both, so that the first request pays for nothing."""
+"""What the engine core builds: the aligner first (the KV cache takes what it leaves), then the engine, warmed up."""
 import logging
 import time
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ class EngineSpec:
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
 
     def build(self):
-        """(engine started and warmed up, its AlignmentService or None)."""
         import torch
 
         from aligner import Aligner
@@ -52,7 +50,6 @@ class EngineSpec:
 
 
 def warm_up(engine, aligner=None):
-    """One short request through the engine; the aligner's service started on the engine's side work (or None)."""
     from aligner import AlignmentService
     from engine import SamplingParams, SynthesisRequest, VoiceRef
 

@@ -1,5 +1,4 @@
-"""How a front end gets its engine core: a child process it owns (serve), a thread beside a test's engine, or the
-core another front end of the same server started."""
+"""How a front end gets its engine core: a child process it owns, a thread beside a test's engine, or another's."""
 import multiprocessing
 import tempfile
 import threading
@@ -20,7 +19,6 @@ def spawn(spec, log_level: str = "info") -> EngineClient:
 
 
 def in_thread(engine, aligner=None) -> EngineClient:
-    """A test's engine (and aligner) served by a thread of this process, over the same socket and messages."""
     from .spec import warm_up
     where = address()
 

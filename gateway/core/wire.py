@@ -1,9 +1,4 @@
-"""Messages between the front end and the engine core: lists of tuples, pickled once per batch.
-
-front end -> core: ("hello",) ("add", rid, SynthesisRequest) ("append", rid, text) ("close", rid) ("cancel", rid)
-  ("voice", vid, name, VoiceRef) ("delete_voice", vid, name) ("align", jid, audio, units, due) ("shutdown",)
-core -> front end: ("ready", info) ("chunk", rid, AudioChunk) ("error", rid, Failure) ("voice", vid, result|Failure)
-  ("aligned", jid, spans|Failure) ("stats", dict)"""
+"""Messages between the front end and the engine core: lists of tuples, pickled once per batch."""
 import pickle
 from dataclasses import dataclass
 

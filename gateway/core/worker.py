@@ -1,6 +1,4 @@
-"""The engine core's I/O thread: commands from the front ends go to the engine (whose step never waits on this
-thread), and what the engine, the voice registry and the aligner answer goes back, one message per front end and
-wake-up. It runs in the process `serve` starts (run_engine_process), or in a thread beside a test's engine."""
+"""The engine core's I/O thread: front ends' commands go to the engine, whose step never waits on this thread."""
 import logging
 import os
 import queue
@@ -118,7 +116,6 @@ class EngineWorker:
             self.put(peer, (answer, args[0], wire.Failure.of(exc)))
 
     def _deliver(self, peer: bytes, rid: int, handle, item) -> None:
-        """The engine thread's sink for one request."""
         if isinstance(item, Exception) or item.final:
             self.requests.pop((peer, rid), None)
         self.put(peer, ("error", rid, wire.Failure.of(item)) if isinstance(item, Exception) else ("chunk", rid, item))
@@ -149,7 +146,6 @@ class EngineWorker:
 
 
 def run_engine_process(spec, address: str, log_level: str = "info") -> None:
-    """The child process of `serve`: builds the engine (and aligner) and serves the gateway until it says stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the gateway drains first, then stops the core itself
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s engine-core: %(message)s")
     parent = os.getppid()

@@ -1,6 +1,4 @@
-"""The Ray Serve application of `serve --replicas`: the replicas (GatewayReplica, a GPU each) and the proxy in front
-of them, a deployment too: Ray restarts it if it dies, and a RayService deploys both from one import path
-(`gateway.replicas.app:build_app`)."""
+"""The Ray Serve application of `serve --replicas`: the replicas (a GPU each) and the proxy in front of them."""
 import asyncio
 import logging
 import shlex
@@ -25,7 +23,6 @@ class GatewayProxy:
         self.watcher = asyncio.create_task(self.watch())
 
     async def watch(self) -> None:
-        """Who the replicas are (Ray Serve's broadcast, each second), and each one's load (its /metrics, 4 a second)."""
         loop, members_due = asyncio.get_running_loop(), 0.0
         while True:
             if loop.time() >= members_due:
@@ -55,7 +52,6 @@ def application(unit_args: list[str], replicas: int, gpus: bool, host: str = "0.
 
 
 def build_app(args: dict) -> serve.Application:
-    """For a Serve config (a KubeRay RayService): {"serve_args": "--model ... ", "replicas": 2, "gpus": true,
-    "port": 8000, "proxies": 1}."""
+    """For a Serve config: {"serve_args": "--model ...", "replicas": 2, "gpus": true, "port": 8000, "proxies": 1}."""
     return application(shlex.split(args["serve_args"]), int(args.get("replicas", 1)), bool(args.get("gpus", True)),
                        port=int(args.get("port", 8000)), proxies=int(args.get("proxies", 1)))

@@ -1,5 +1,4 @@
-"""Which replica takes a new socket or request: the least loaded of those that can take it, from what each replica's
-/metrics said at the last poll (a quarter of a second old at most) and the connections this proxy holds to it now."""
+"""Which replica takes a new socket or request: the least loaded that can, from its last /metrics poll."""
 import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -25,12 +24,11 @@ class Replica:
         return parts.hostname, parts.port
 
     def full(self, max_step_ms: float | None) -> bool:
-        """Every slot taken, or a step slower than --max-step-ms: a new stream there would only get `busy`."""
+        """Every slot taken, or a step slower than --max-step-ms: a new stream would only get `busy`."""
         return self.streams >= self.max_active or max_step_ms is not None and self.step_ms > max_step_ms
 
     @property
     def load(self) -> float:
-        """Its streams and this proxy's connections to it, weighed by its step time (a slower step: less room)."""
         return (self.streams + self.connections + 1) * (1 + self.step_ms / FRAME_MS)
 
 
@@ -41,7 +39,6 @@ class ReplicaTable:
         self.started = False                       # every wanted replica was ready once
 
     def members(self, described: list[dict]) -> None:
-        """The replicas Ray Serve runs now (each one's describe())."""
         urls = {d["url"]: d for d in described}
         for url in set(self.replicas) - set(urls):
             del self.replicas[url]
@@ -49,7 +46,6 @@ class ReplicaTable:
             self.replicas.setdefault(url, Replica(d["name"], url, d["pid"]))
 
     def polled(self, replica: Replica, gauges: dict[str, float] | None) -> None:
-        """Its /metrics' gauges, or None: not ready (loading, failed, gone)."""
         replica.ready = gauges is not None and replica.info is not None
         if replica.ready:
             replica.streams = gauges.get("tts_generating_requests", 0.0)
@@ -61,6 +57,5 @@ class ReplicaTable:
         return [r for r in self.replicas.values() if r.ready]
 
     def choose(self) -> Replica | None:
-        """The least loaded ready replica with room; None when every one is full (or none is ready)."""
         room = [r for r in self.ready() if not r.full(self.max_step_ms)]
         return min(room, key=lambda r: r.load, default=None)

@@ -1,5 +1,4 @@
-"""The little of WebSocket framing the proxy needs: where the replica's frames end in the bytes it relays (so that
-it may add its own at a boundary), and the frames it sends itself: an error, a close, a refusal's handshake."""
+"""The little WebSocket framing the proxy needs: frame boundaries in relayed bytes, and its own frames."""
 import base64
 import hashlib
 
@@ -10,7 +9,6 @@ TEXT, CLOSE = 0x1, 0x8
 
 
 def _header(buf: bytes) -> tuple[int, int] | None:
-    """(header size, payload length) of the frame starting `buf`, or None while the header is incomplete."""
     if len(buf) < 2:
         return None
     n, mask = buf[1] & 0x7F, 4 if buf[1] & 0x80 else 0
@@ -21,8 +19,6 @@ def _header(buf: bytes) -> tuple[int, int] | None:
 
 
 class ServerFrames:
-    """Follows the replica's side of a socket: its HTTP response head, then its frames."""
-
     def __init__(self):
         self.head = b""
         self.opened = False         # the replica answered 101: frames follow
@@ -64,13 +60,12 @@ def frame(opcode: int, payload: bytes) -> bytes:
 
 
 def error_and_close(code: str, message: str, close_code: int) -> bytes:
-    """The protocol's socket-wide error (no context_id), then a close frame."""
     error = p.encode(p.Error(code, message, code in p.RETRYABLE))
     return frame(TEXT, error.encode()) + frame(CLOSE, close_code.to_bytes(2, "big") + code.encode()[:100])
 
 
 def accept(key: str) -> bytes:
-    """The handshake's answer: the proxy itself takes a socket that it refuses, to tell it why as the server does."""
+    """The handshake's answer: the proxy accepts a socket it refuses, to tell it why as the server does."""
     token = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
     return (f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Accept: {token}\r\n\r\n").encode()

@@ -1,5 +1,4 @@
-"""`serve --replicas N`: Ray (a local one, or the cluster at --ray-address), Ray Serve without its own HTTP proxy,
-and the application (app.py) deployed until SIGINT/SIGTERM, when every unit drains as `serve` does."""
+"""`serve --replicas N`: Ray, Ray Serve without its HTTP proxy, and app.py deployed until SIGINT/SIGTERM."""
 import logging
 import signal
 import threading
@@ -8,7 +7,6 @@ OWN_OPTIONS = ("--replicas", "--ray-address", "--proxies", "--host", "--port")  
 
 
 def unit_args(argv: list[str]) -> list[str]:
-    """serve's arguments for each replica's unit: these of `argv` less the ones that shape the replicas."""
     out, skip = [], False
     for arg in argv:
         if skip:

@@ -5,7 +5,6 @@ SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 
 
 def gauges(text: str) -> dict[str, float]:
-    """The unlabelled samples of a page (the gateway's gauges): name -> value."""
     values = {}
     for line in text.splitlines():
         if (m := SAMPLE.match(line)) and m.group(2) is None:
@@ -14,7 +13,6 @@ def gauges(text: str) -> dict[str, float]:
 
 
 def families(text: str) -> dict[str, list[str]]:
-    """name -> its lines (# HELP, # TYPE, then its samples), in the page's order."""
     out: dict[str, list[str]] = {}
     current = None
     for line in text.splitlines():
@@ -34,7 +32,6 @@ def labelled(line: str, replica: str) -> str:
 
 
 def merge(pages: dict[str, str]) -> str:
-    """replica name -> its page: one page whose samples carry their replica's name."""
     merged: dict[str, list[str]] = {}
     for replica, text in sorted(pages.items()):
         for name, lines in families(text).items():

@@ -1,8 +1,4 @@
-"""The one endpoint in front of the replicas: it reads a connection's request head, picks the replica (balance.py),
-and relays the bytes both ways until either side ends; it parses no message. A socket stays on its replica for its
-whole life; a plain HTTP request is sent with `Connection: close`, so that the next one is routed again. If the
-replica dies under an open socket, the client gets the protocol's `internal` error and a close (1011), never a hang.
-/health and /metrics are its own: the replicas' state, and every replica's metrics labelled `replica`."""
+"""The one endpoint in front of the replicas: picks a replica per connection and relays bytes both ways."""
 import asyncio
 import json
 import logging
@@ -30,7 +26,6 @@ def api_error(status: int, code: str, message: str) -> bytes:
 
 
 async def fetch(url: str, path: str, timeout: float = 5.0) -> tuple[int, str]:
-    """A GET to a replica: (status, body)."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
     try:
@@ -47,7 +42,6 @@ class Proxy:
         self.table = table
 
     async def poll(self, replica: Replica) -> None:
-        """Its load from its /metrics; once it is ready, its model's description from its /health."""
         try:
             values = gauges((await fetch(replica.url, "/metrics"))[1])
             if values.get("tts_ready") and replica.info is None:
@@ -125,7 +119,6 @@ class Proxy:
 
     @staticmethod
     async def pump(reader, writer, tracker: frames.ServerFrames | None = None) -> int:
-        """Copies until the reader's end (or an error on either side): how many bytes went across."""
         sent = 0
         try:
             while data := await reader.read(65536):

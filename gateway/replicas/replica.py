@@ -1,6 +1,4 @@
-"""One replica of `serve --replicas`: a Ray Serve deployment whose every replica runs a whole `serve` unit (its engine
-core and front ends, as one-GPU `serve` runs them) on a port of its own. Ray places the replicas (a GPU each),
-checks them every second and replaces one whose unit has died; the proxy asks them where they are (describe)."""
+"""One replica of `serve --replicas`: a Ray Serve deployment running a whole `serve` unit on a port of its own."""
 import asyncio
 import ctypes
 import signal

@@ -1,5 +1,4 @@
-"""GatewayClient: many contexts on one socket to the gateway (protocol v1), opened on first use and again after it
-dropped, with a queue of server messages per context. Framework-free: the LiveKit plugin streams through it."""
+"""GatewayClient: many contexts on one socket to the gateway (protocol v1), reconnected on use after a drop."""
 import asyncio
 import itertools
 import uuid
@@ -37,7 +36,7 @@ class Context:
             self.queue.put_nowait(p.Done(self.id, 0.0))
 
     def cancel(self) -> None:
-        """Stop it now (without waiting: safe in a cancelled task); the socket stays open."""
+        """Stops it now, without waiting (safe in a cancelled task); the socket stays open."""
         if self.text_sent and not self.finished:
             self.client.send_soon(self.ws, p.Cancel(self.id))
         elif not self.text_sent:
@@ -53,8 +52,8 @@ class Context:
 
 
 class GatewayClient:
-    """Many contexts on one socket. The socket opens on first use and again after it closed, retrying a refused or
-    failed connection `retries` times with exponential backoff; a keepalive keeps idle contexts from timing out."""
+    """Many contexts on one socket, opened on first use and again after it closed (`retries` times, with backoff).
+    A keepalive keeps idle contexts from timing out."""
 
     def __init__(self, endpoint: Endpoint, *, timeout: float = 10.0, retries: int = 2, backoff: float = 0.25,
                  keepalive: float = 10.0):
@@ -108,7 +107,6 @@ class GatewayClient:
             log.warning("gateway client: %s", task.exception())
 
     async def _read(self, ws) -> None:
-        """Routes the socket's messages to their contexts; when it closes, every context on it gets an error."""
         keepalive = asyncio.create_task(self._keep_alive(ws))
         try:
             async for msg in server_messages(ws):

@@ -1,5 +1,4 @@
-"""How the integrations reach the gateway: the socket's URL and key, the handshake, a context's speech options, and
-the errors, all on the protocol package (the single source of every message schema). Framework-free."""
+"""How the integrations reach the gateway: URL and key, handshake, speech options, errors. Framework-free."""
 import asyncio
 import logging
 from collections.abc import AsyncIterator
@@ -32,7 +31,6 @@ def gateway_language(language: str | None) -> str | None:
 
 
 def speech_options(**options) -> dict:
-    """The settings of a context's first `text` message (None values left out), checked as the gateway checks them."""
     options = {k: v for k, v in options.items() if v is not None}
     try:
         p.parse_client(p.encode(p.Text("check", "", **options)))
@@ -42,8 +40,6 @@ def speech_options(**options) -> dict:
 
 
 class Endpoint:
-    """The socket's URL (with its audio format: PCM at `sample_rate`) and authorization header."""
-
     def __init__(self, base_url: str, api_key: str | None = None, sample_rate: int = 24000):
         url = base_url.rstrip("/").replace("http", "ws", 1) if base_url.startswith("http") else base_url.rstrip("/")
         if urlsplit(url).scheme not in ("ws", "wss"):
@@ -57,7 +53,6 @@ class Endpoint:
 
 
 async def handshake(ws, timeout: float) -> p.Ready:
-    """The server's first message: `ready`, or the error it refused the socket with (raised as GatewayError)."""
     try:
         msg = p.parse_server(await asyncio.wait_for(ws.recv(), timeout))
     except TimeoutError:
@@ -72,7 +67,6 @@ async def handshake(ws, timeout: float) -> p.Ready:
 
 
 async def open_socket(endpoint: Endpoint, timeout: float, connect=websockets.connect):
-    """A connected socket and its `ready` message; `connect` is websockets' or a wrapper of it (Pipecat's)."""
     try:
         ws = await connect(endpoint.url, additional_headers=endpoint.headers, open_timeout=timeout)
     except TimeoutError:
@@ -87,7 +81,6 @@ async def open_socket(endpoint: Endpoint, timeout: float, connect=websockets.con
 
 
 async def server_messages(ws) -> AsyncIterator[p.ServerMessage]:
-    """The socket's messages until it closes, skipping (with a warning) any this client cannot read."""
     async for frame in ws:
         try:
             yield p.parse_server(frame)

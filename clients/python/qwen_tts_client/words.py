@@ -3,14 +3,12 @@ from . import protocol as p
 
 
 class WordPieces:
-    """Each timed word's piece runs from the end of the previous piece through the word and the punctuation right
-    after it (' there,'), so the pieces join to the text as sent."""
+    """Each word's piece runs from the previous piece's end through its punctuation, so the pieces join to the text."""
 
     def __init__(self):
         self.text, self.cursor, self.last_end = "", 0, None
 
     def pieces(self, words: p.Words) -> list[tuple[str, float, float]]:
-        """(piece, start, end) per word not covered yet; times in seconds from the context's first audio."""
         out = []
         for start, end, stop in zip(words.start, words.end, words.char_end):
             while stop < len(self.text) and not (self.text[stop].isspace() or self.text[stop].isalnum()):
@@ -22,12 +20,10 @@ class WordPieces:
 
     @property
     def spaced(self) -> bool:
-        """Whether its words are separated by whitespace (not so in Chinese or Japanese)."""
         return any(c.isspace() for c in self.text.strip())
 
     def rest(self) -> tuple[str, float] | None:
-        """Once the context is done: the text after the last piece, at the last word's end (None: nothing left, or
-        no timed word at all)."""
+        """Once done: the text after the last piece (None: nothing left, or no timed word)."""
         if self.last_end is None or self.cursor >= len(self.text):
             return None
         piece, self.cursor = self.text[self.cursor:], len(self.text)

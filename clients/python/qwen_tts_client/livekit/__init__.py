@@ -1,5 +1,4 @@
-"""LiveKit Agents plugin: `from qwen_tts_client.livekit import QwenTTS` (extra `[livekit]`), registered with the
-framework as its plugins register."""
+"""LiveKit Agents plugin: `from qwen_tts_client.livekit import QwenTTS` (extra `[livekit]`)."""
 import logging
 
 from livekit.agents import Plugin

@@ -1,6 +1,4 @@
-"""One SynthesizeStream is one gateway context: pushed text -> `text`, a flush -> `flush`, end of input -> `end`;
-audio, word timings and the context's end come back on its queue. A cancelled stream (an interruption) sends
-`cancel` and leaves the shared socket open."""
+"""One SynthesizeStream is one gateway context; an interruption sends `cancel` and leaves the shared socket open."""
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +22,6 @@ STATUS = {p.UNAUTHORIZED: 401, p.BUSY: 503, p.NOT_READY: 503, p.SHUTTING_DOWN: 5
 
 
 def api_error(exc: GatewayError) -> APIError:
-    """LiveKit's error types, so that its retries follow the gateway's `retryable` (4xx statuses are never retried)."""
     if exc.code == TIMEOUT:
         return APITimeoutError(exc.message)
     if exc.code in (CONNECTION_FAILED, CONNECTION_LOST):
@@ -73,7 +70,6 @@ class QwenSynthesizeStream(tts.SynthesizeStream):
             await utils.aio.cancel_and_wait(sender)
 
     async def _send_input(self, ctx: Context, text: WordPieces) -> None:
-        """Input to the gateway; a send failure also ends the context on its queue, where _run reports it."""
         try:
             async for data in self._input_ch:
                 if isinstance(data, self._FlushSentinel):

@@ -10,11 +10,9 @@ class QwenTTS(tts.TTS):
     def __init__(self, *, base_url: str = "ws://127.0.0.1:8000", api_key: str | None = None, voice: str | None = None,
                  language: str = "auto", instruct: str | None = None, sample_rate: int = 24000,
                  model: str = "qwen3-tts", retries: int = 2, keepalive: float = 10.0, **options):
-        """`voice`: a built-in speaker or a registered clone voice (None: the model's first); `language`: a
-        language name or ISO code, or 'auto'; `instruct`: style (1.7B CustomVoice) or voice description
-        (VoiceDesign); `sample_rate`: 24000, 16000 or 8000. `options` are the protocol's other speech settings
-        (temperature, top_k, top_p, repetition_penalty, seed, word_timestamps). `retries` and `keepalive` tune the
-        shared socket (reconnect attempts with backoff; seconds between keepalives while contexts are open)."""
+        """`voice`: a speaker or registered clone (None: the model's first); `language`: a name, ISO code or 'auto';
+        `instruct`: style (1.7B CustomVoice) or voice description (VoiceDesign); `sample_rate`: 24000, 16000 or 8000;
+        `options`: other speech settings (temperature, ..., word_timestamps); `retries`, `keepalive`: the socket's."""
         super().__init__(capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=True),
                          sample_rate=sample_rate, num_channels=1)
         self._model = model

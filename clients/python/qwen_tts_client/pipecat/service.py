@@ -1,7 +1,4 @@
-"""QwenTTSService: a Pipecat WebsocketTTSService speaking through the gateway. One gateway context per turn
-(`reuse_context_id_within_turn`): run_tts -> `text`, flush_audio -> `end`, an interruption -> `cancel`; the receive
-loop turns audio into TTSAudioRawFrames and `words` into word timestamps. A settings change starts a new context
-(a context keeps the settings of its first text); a dropped socket is reconnected by the base class."""
+"""QwenTTSService: a Pipecat WebsocketTTSService speaking through the gateway, one gateway context per turn."""
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
@@ -36,10 +33,9 @@ class QwenTTSService(WebsocketTTSService):
     def __init__(self, *, base_url: str = "ws://127.0.0.1:8000", api_key: str | None = None, voice: str | None = None,
                  language: Language | str = "auto", instruct: str | None = None, model: str = "qwen3-tts",
                  connect_timeout: float = 10.0, keepalive: float = 10.0, **kwargs):
-        """`voice`, `language` (a Language or a gateway language name, 'auto'), `instruct`: as the gateway's `text`
-        message. Speech options of the protocol (temperature, top_k, top_p, repetition_penalty, seed,
-        word_timestamps) and the base classes' arguments (text_aggregation_mode, default TOKEN: the gateway
-        speaks text as it arrives; reconnect_backoff_min_wait, ...) are keyword arguments too."""
+        """`voice`, `language` (a Language or gateway name, 'auto'), `instruct`: as in the gateway's `text` message.
+        Speech options (temperature, ..., word_timestamps) and the base classes' arguments are keyword arguments;
+        text_aggregation_mode defaults to TOKEN: the gateway speaks text as it arrives."""
         self._options = speech_options(**{k: kwargs.pop(k) for k in list(kwargs) if k in SPEECH_OPTIONS})
         kwargs.setdefault("text_aggregation_mode", TextAggregationMode.TOKEN)
         super().__init__(push_text_frames=False, push_start_frame=True, pause_frame_processing=False,
@@ -64,7 +60,6 @@ class QwenTTSService(WebsocketTTSService):
         self._endpoint = Endpoint(self._base_url, self._api_key, self._rate)
         await self._connect()
 
-    # connection ---------------------------------------------------------------------------------------------------
     async def _connect(self):
         await super()._connect()
         await self._connect_websocket()
@@ -104,7 +99,6 @@ class QwenTTSService(WebsocketTTSService):
         if self._texts:
             await self._websocket.send(p.encode(p.Keepalive()))
 
-    # sending ------------------------------------------------------------------------------------------------------
     @traced_tts
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         if not self._reconnect_in_progress and (not self._websocket or self._websocket.state is not State.OPEN):
@@ -152,7 +146,6 @@ class QwenTTSService(WebsocketTTSService):
             self._turn_context_id = self.create_context_id()
         return changed
 
-    # receiving ----------------------------------------------------------------------------------------------------
     async def _receive_messages(self):
         async for msg in server_messages(self._websocket):
             await self._on_message(msg)

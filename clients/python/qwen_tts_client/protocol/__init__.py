@@ -1,7 +1,4 @@
-"""Protocol v1 of `GET /v1/tts/websocket`: every message schema, its validation, and the binary audio framing.
-
-The single source of truth: the gateway, the LiveKit and Pipecat integrations and the tests import it as
-`from qwen_tts_client import protocol as p`. docs/protocol.md describes the same rules for people."""
+"""Protocol v1 of `GET /v1/tts/websocket`: every message schema, its validation and the binary audio framing."""
 from .audio_frames import AUDIO_FRAME_VERSION, pack_audio, unpack_audio
 from .codes import (ALIGNMENT_UNAVAILABLE, BUSY, CLOSE_GOING_AWAY, CLOSE_INTERNAL, CLOSE_POLICY, CLOSE_TOO_BIG,
                     CLOSE_TRY_LATER, CONTEXT_ENDED, CONTEXT_TIMEOUT, DUPLICATE_CONTEXT, EMPTY_TEXT, GENERATION_FAILED,

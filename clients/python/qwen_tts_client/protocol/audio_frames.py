@@ -1,5 +1,4 @@
-"""The binary frame of an `audio` message: version, context id length, context id (UTF-8), seq and sample offset
-(uint32 little-endian), then the audio bytes."""
+"""An `audio` message's binary frame: version, context id length, id (UTF-8), seq, sample offset (uint32 LE), audio."""
 import struct
 
 from .messages import Audio

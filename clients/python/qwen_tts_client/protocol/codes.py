@@ -1,4 +1,4 @@
-"""The protocol's error codes (the `code` of an `error` message) and the WebSocket close codes of connection errors."""
+"""Error codes of `error` messages, and the WebSocket close codes of connection errors."""
 
 # the engine's EngineInputError codes (second group) pass through unchanged
 INVALID_JSON, UNKNOWN_TYPE, INVALID_MESSAGE, MESSAGE_TOO_LARGE = "invalid_json", "unknown_type", "invalid_message", \

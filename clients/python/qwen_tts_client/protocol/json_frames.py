@@ -1,5 +1,4 @@
-"""JSON text frames: messages encoded for the socket, a client's frames parsed and validated as the server answers
-them, and a server's frames parsed for clients."""
+"""JSON text frames: encoding, and parsing client and server frames."""
 import base64
 import json
 import math
@@ -104,7 +103,6 @@ def parse_client(raw: str) -> ClientMessage:
 
 
 def parse_server(frame: str | bytes) -> ServerMessage:
-    """One server frame (JSON text or binary audio) -> message: for clients."""
     if isinstance(frame, bytes):
         return unpack_audio(frame)
     body = json.loads(frame)

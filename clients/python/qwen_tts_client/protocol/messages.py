@@ -1,5 +1,4 @@
-"""Every message of the protocol as a dataclass: client -> server (`text`, `flush`, `end`, `cancel`, `keepalive`) and
-server -> client (`ready`, `audio`, `words`, `flushed`, `done`, `cancelled`, `error`)."""
+"""Every message of the protocol as a dataclass, client -> server and server -> client."""
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -19,7 +18,7 @@ class ProtocolError(Exception):
         return Error(self.code, self.message, self.code in RETRYABLE, self.context_id)
 
 
-# client -> server -------------------------------------------------------------------------------------------------
+# client -> server
 @dataclass
 class Text:
     type: ClassVar[str] = "text"
@@ -65,7 +64,7 @@ ClientMessage = Text | Flush | End | Cancel | Keepalive
 CLIENT_MESSAGES = {cls.type: cls for cls in (Text, Flush, End, Cancel, Keepalive)}
 
 
-# server -> client -------------------------------------------------------------------------------------------------
+# server -> client
 @dataclass
 class Ready:
     type: ClassVar[str] = "ready"

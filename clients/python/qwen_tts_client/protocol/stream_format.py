@@ -12,7 +12,6 @@ AUDIO_FORMATS = ("binary", "base64")
 
 @dataclass
 class StreamFormat:
-    """The socket's audio, chosen by query parameters."""
     sample_rate: int = 24000
     encoding: str = "pcm_s16le"
     audio_format: str = "binary"
