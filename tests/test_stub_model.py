@@ -27,13 +27,16 @@ class NoVoices(dict):
 class StubModel:
     """A frame's one code is the text id fed at its step; EOS comes once the text is spoken; PCM repeats the code."""
     name, device, dtype = "stub", torch.device("cpu"), torch.float32
-    cfg = SimpleNamespace(generation={}, public_languages=["auto"], takes_instruct=False, model_type="custom_voice",
-                          model_size="0", speakers={})
+    cfg = SimpleNamespace(generation={})
     tokenizer = StubTokenizer()
     audio = AudioFormat(num_codebooks=1, samples_per_frame=4, sample_rate=50)
     kv_layout = KVLayout(num_layers=1, num_kv_heads=1, head_dim=HIDDEN)
     hidden_size, eos, text_eos, text_pad, text_prefix = HIDDEN, EOS, TEXT_EOS, TEXT_PAD, ""
     info = dict(model="stub", sample_rate=50)
+
+    @staticmethod
+    def check_request(cfg, voices, request) -> None:
+        pass
 
     def voices(self, voices_dir):
         return NoVoices()

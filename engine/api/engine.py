@@ -62,7 +62,7 @@ class Engine(EngineThread):
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = model.voices(voices_dir)
-        self.validator = Validator(model.cfg, self.voices, max_text_chars)
+        self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
         self.loop = StepLoop(model, self.runner, self.scheduler, clock)
         self.isolation = FaultIsolation(self.scheduler)
@@ -134,7 +134,8 @@ class Engine(EngineThread):
     def description(self) -> dict:
         """What a client in another process needs to check requests as the engine does and to read stored voices."""
         store = self.voices.store
-        return dict(info=self.info, cfg=self.model.cfg, max_text_chars=self.validator.max_text_chars,
+        return dict(info=self.info, cfg=self.model.cfg, check=self.model.check_request,
+                    max_text_chars=self.validator.max_text_chars,
                     voices_dir=str(store.path) if store is not None else None)
 
     def start(self) -> "Engine":

@@ -8,9 +8,9 @@ FLOAT32_TINY = 1.1754943508222875e-38     # the least normal float32: below it a
 
 
 class Validator:
-    def __init__(self, cfg, voices, max_text_chars: int):
-        """`voices`: the registered clone voices (`name in voices`, `voices.names()`)."""
-        self.cfg, self.voices, self.max_text_chars = cfg, voices, max_text_chars
+    def __init__(self, cfg, voices, max_text_chars: int, check_model):
+        """`voices`: the registered clone voices; `check_model(cfg, voices, request)`: the model's own checks."""
+        self.cfg, self.voices, self.max_text_chars, self.check_model = cfg, voices, max_text_chars, check_model
 
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
         """The request with the checkpoint's sampling defaults filled in, checked."""
@@ -29,7 +29,6 @@ class Validator:
             raise EngineInputError("invalid_request", "text must be valid Unicode (it holds a lone surrogate)") from None
 
     def check(self, r: SynthesisRequest) -> None:
-        cfg = self.cfg
         self.check_append(r.text)
         if r.instruct is not None:
             self.check_append(r.instruct)
@@ -37,42 +36,12 @@ class Validator:
             raise EngineInputError("empty_text", "text is empty: give some text to speak")
         if r.non_streaming_text and not r.text_complete:
             raise EngineInputError("invalid_request", "non-streaming text layout needs the whole text up front")
-        language = (r.language or "auto").lower()
-        if language not in cfg.public_languages:
-            raise EngineInputError("unknown_language",
-                                   f"unknown language '{r.language}'; supported: {', '.join(cfg.public_languages)}")
-        if r.instruct and not cfg.takes_instruct:
-            raise EngineInputError("instruct_not_supported",
-                                   f"this model ({cfg.model_size} {cfg.model_type}) does not take an instruct text")
         if r.max_frames is not None and r.max_frames < 1:
             raise EngineInputError("invalid_request", "max_frames must be at least 1")
         if not r.chunk_frames or min(r.chunk_frames) < 1:
             raise EngineInputError("invalid_request", "chunk_frames must be positive frame counts")
         check_sampling(r.sampling)
-        self._check_voice(r)
-
-    def _check_voice(self, r: SynthesisRequest) -> None:
-        cfg = self.cfg
-        if cfg.model_type == "custom_voice":
-            if r.voice is not None and r.voice.lower() not in cfg.speakers:
-                raise EngineInputError("unknown_voice",
-                                       f"unknown voice '{r.voice}'; this model has: {', '.join(cfg.speakers)}")
-            if r.ref is not None:
-                raise EngineInputError("invalid_request", "reference audio needs a Base model")
-        elif cfg.model_type == "voice_design":
-            if r.voice is not None or r.ref is not None:
-                raise EngineInputError("unknown_voice", "a VoiceDesign model takes a voice description as instruct, "
-                                                        "not a voice name or reference audio")
-        else:
-            if r.ref is None and r.voice is None:
-                raise EngineInputError("missing_reference", "a Base model clones a voice: give reference audio "
-                                                            "(with its transcript, or x_vector_only) or a registered voice")
-            if r.voice is not None and r.ref is None and r.voice not in self.voices:
-                raise EngineInputError("unknown_voice", f"no registered voice '{r.voice}'; "
-                                                        f"registered: {', '.join(self.voices.names()) or 'none'}")
-            if r.ref is not None and not r.ref.x_vector_only and not (r.ref.text or "").strip():
-                raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript "
-                                                            "(or set x_vector_only)")
+        self.check_model(self.cfg, self.voices, r)
 
 
 def check_sampling(s: SamplingParams) -> None:

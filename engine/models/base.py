@@ -52,7 +52,7 @@ class Model(Protocol):
     name: str
     device: torch.device
     dtype: torch.dtype
-    cfg: object                 # what requests may ask for (api/validate.py): generation defaults, languages, voices
+    cfg: object                 # what requests may ask for: generation defaults, and what check_request reads
     tokenizer: object           # split_final_batch (core/text_intake.py), encode
     audio: AudioFormat
     kv_layout: KVLayout
@@ -62,6 +62,9 @@ class Model(Protocol):
     text_pad: int
     text_prefix: str            # tokenized with the text: its first ids are the prompt's role (seq.role_ids)
     info: dict
+
+    @staticmethod
+    def check_request(cfg, voices, request) -> None: ...        # module-level: it travels to front ends by reference
 
     def voices(self, voices_dir: str | None): ...                # the registered voices (api/validate.py's `voices`)
 

@@ -7,6 +7,7 @@ from torch import nn
 
 from engine.api.request import VoiceRef
 from engine.models.base import AudioFormat, KVLayout
+from engine.models.qwen3_tts.checks import check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
 from engine.models.qwen3_tts.codec import Codec
 from engine.models.qwen3_tts.config import TTSConfig
@@ -43,6 +44,7 @@ class LoadedModel(TalkerStages, RequestLayout):
     device: torch.device
     dtype: torch.dtype
     name: str
+    check_request = staticmethod(check_request)
 
     def __post_init__(self):
         c, t = self.cfg, self.cfg.talker
