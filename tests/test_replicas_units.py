@@ -1,5 +1,7 @@
 """The proxy's parts without Ray: the replica's frames followed in any split of the bytes, the metrics of several
 replicas as one labelled page, the least loaded replica with room, and the units' arguments."""
+from websockets.frames import Frame, Opcode
+
 from gateway.replicas import frames
 from gateway.replicas.balance import ReplicaTable
 from gateway.replicas.launch import unit_args
@@ -9,7 +11,8 @@ from gateway.replicas.metrics import gauges, merge
 def test_frame_boundaries_in_any_split_of_the_stream():
     head = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
     long = bytes([0x82, 127]) + (70000).to_bytes(8, "big") + b"z" * 70000       # a 64-bit length
-    stream = head + frames.frame(frames.TEXT, b"x" * 5) + frames.frame(0x2, b"y" * 300) + long
+    stream = head + b"".join(Frame(op, data).serialize(mask=False) for op, data in ((Opcode.TEXT, b"x" * 5),
+                                                                              (Opcode.BINARY, b"y" * 300))) + long
     for size in (1, 2, 3, 7, 64, 1000, len(stream)):
         tracker, ends = frames.ServerFrames(), []
         for i in range(0, len(stream), size):
