@@ -19,8 +19,7 @@ _FALLBACK = dict(do_sample=True, temperature=0.9, top_k=50, top_p=1.0, repetitio
 
 @dataclass
 class SamplingParams:
-    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling; None: the checkpoint's
-    generation_config.json value (the published files: 0.9 / 50 / 1.0, repetition penalty 1.05)."""
+    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling; None: the checkpoint's default."""
     do_sample: bool | None = None
     temperature: float | None = None
     top_k: int | None = None
@@ -37,7 +36,7 @@ class SamplingParams:
         return cls(do_sample=False, subtalker_do_sample=False, **kw)
 
     def with_defaults(self, generation: dict) -> "SamplingParams":
-        """Every unset field from the checkpoint's generation config (keys as the official code names them)."""
+        """Every unset field from the checkpoint's generation config."""
         def pick(field: str):
             key = "subtalker_dosample" if field == "subtalker_do_sample" else field
             value = getattr(self, field)
@@ -48,7 +47,7 @@ class SamplingParams:
 
 @dataclass
 class VoiceRef:
-    """A voice-clone reference (Base models). `audio` is mono float32 at `sample_rate`."""
+    """A voice-clone reference (Base models); mono float32 `audio` at `sample_rate`."""
     audio: np.ndarray
     sample_rate: int
     text: str | None = None          # transcript: ICL mode; None with x_vector_only
@@ -64,7 +63,7 @@ class SynthesisRequest:
     ref: VoiceRef | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_frames: int | None = None     # at most this many frames; None: budget scaled to the text length
-    ignore_eos: bool = False          # benchmarks: never stop on EOS
+    ignore_eos: bool = False
     text_complete: bool = True        # False: more text follows through append_text(); close_text() ends it
     non_streaming_text: bool = False  # whole text in the prompt (needs text_complete)
     chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # audio chunk sizes in frames; the last one repeats
@@ -73,11 +72,11 @@ class SynthesisRequest:
 
 @dataclass
 class AudioChunk:
-    """One piece of a request's audio: float32 PCM at the model's sample rate, and the codec frames behind it."""
+    """One piece of a request's audio: float32 PCM and the codec frames behind it."""
     pcm: np.ndarray
     codes: np.ndarray                 # int64 (frames, codebooks)
     frame_offset: int
     sample_offset: int
     final: bool = False
     finish_reason: str | None = None  # on the final chunk: eos | max_frames | length | cancelled
-    sent_at: float = 0.0              # the engine's clock (time.monotonic) when it sent it
+    sent_at: float = 0.0

@@ -14,7 +14,7 @@ def write_wav(path, pcm: np.ndarray, rate: int = 24000) -> None:
 
 
 def read_wav(path) -> tuple[np.ndarray, int]:
-    """`path`: a file name or a binary file object. Mono float32 in [-1, 1] and the sample rate; multi-channel audio is averaged."""
+    """Mono float32 in [-1, 1] (channels averaged) and the sample rate; `path` may be a binary file object."""
     with wave.open(path if hasattr(path, "read") else str(path), "rb") as w:
         width, channels, rate = w.getsampwidth(), w.getnchannels(), w.getframerate()
         raw = w.readframes(w.getnframes())

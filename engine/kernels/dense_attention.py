@@ -1,8 +1,5 @@
-"""Attention for the code predictor's per-frame cache: every row of the batch is at the same position, at most 16.
-
-One Triton program per (stream, KV head) writes the new keys and values into the dense cache and attends its
-query heads over the cache, so a pass costs one kernel instead of two cache copies, the attention and a layout
-copy. The torch code (CPU, tests) is the definition."""
+"""Attention for the code predictor's per-frame cache: every row of the batch is at the same position (<= 16).
+The Triton kernel writes the new keys/values and attends in one launch; the torch code is the definition."""
 import torch
 import torch.nn.functional as F
 
@@ -33,7 +30,7 @@ if triton is not None:
                                 ROWS: tl.constexpr, POSITIONS: tl.constexpr, IEEE: tl.constexpr):
         b, kvh = tl.program_id(0), tl.program_id(1)
         dims = tl.arange(0, D)
-        t = tl.arange(0, NEW)                                          # this frame's new positions
+        t = tl.arange(0, NEW)
         new = (b * n + t)[:, None]
         head_dims = kvh * D + dims[None, :]
         cached = b * stride_cb + ((start + t)[:, None] * KV_HEADS + kvh) * D + dims[None, :]

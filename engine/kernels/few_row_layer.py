@@ -1,9 +1,5 @@
-"""The decoder layer for a few rows (a stream's frame, a small batch) as five Triton kernels: RMSNorm + q/k/v, q/k
-norm + RoPE, output projection + residual, RMSNorm + gate/up + SwiGLU, down + residual.
-
-At 1-16 rows a layer's time is its kernel count (the compiled path launched about 16 per layer); the products read
-the weights as fast as cuBLAS (bench/skinny_probe.py). The rows pad to one 16-row tensor-core tile, so up to
-TILE_ROWS rows cost what one does. layer_math.py stays the definition."""
+"""The decoder layer for at most TILE_ROWS rows as five Triton kernels; at few rows a layer's time is its launches.
+Rows pad to one 16-row tensor-core tile; layer_math.py stays the definition."""
 import torch
 
 try:          # TRITON_INTERPRET=1 runs the kernels on CPU tensors (the tests)
@@ -12,7 +8,7 @@ try:          # TRITON_INTERPRET=1 runs the kernels on CPU tensors (the tests)
 except ImportError:          # CPU-only installs
     triton = None
 
-TILE_ROWS = 16          # the most rows these kernels take
+TILE_ROWS = 16
 
 
 if triton is not None:
@@ -43,7 +39,6 @@ if triton is not None:
     @triton.jit
     def _product(x_ptr, stride_x, norm_ptr, w_ptr, out_rows, M, K: tl.constexpr, eps, NORM: tl.constexpr,
                  ROWS: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
-        """(normed) x [M, K] @ W[out_rows, :]^T as a float32 [ROWS, len(out_rows)] tile."""
         rstd = tl.zeros([ROWS], tl.float32)
         if NORM:
             rstd = _rstd(x_ptr, stride_x, M, K, eps, ROWS, BLOCK_K)
@@ -122,12 +117,10 @@ def fits_output_and_mlp(max_rows: int, x, attn, *_) -> bool:
     return _few_rows(x, max_rows) and _few_rows(attn, max_rows)
 
 
-CONFIG: dict = {}     # (N, K, gated, dtype) -> (block_n, block_k, num_stages, num_warps), else _config's default
+CONFIG: dict = {}     # (N, K, gated, dtype) -> (block_n, block_k, num_stages, num_warps)
 
 
 def _config(n: int, k: int, gated: bool, dtype) -> tuple:
-    # against the best of 16 choices at the 1.7B's shapes (bench/skinny_probe.py --sweep, H100): within 6% at six
-    # of the eight, 12% (predictor o) and 17% (talker down) at the other two
     return CONFIG.get((n, k, gated, dtype), (16 if n <= 1024 else 32, 256, 2 if dtype == torch.float32 else 4, 4))
 
 

@@ -1,5 +1,5 @@
-"""The Qwen3 decoder layer's math and the codec's SnakeBeta as free functions of tensors: the definition, eager on the
-CPU, torch.compile'd on CUDA (registry.py). Weights are arguments, so one compilation serves every layer of a shape."""
+"""The Qwen3 decoder layer's math and SnakeBeta as free functions: the definition, torch.compile'd on CUDA.
+Weights are arguments, so one compilation serves every layer of a shape."""
 import torch
 import torch.nn.functional as F
 
@@ -27,20 +27,18 @@ def attention_inputs(x, norm_w, w_qkv, q_size: int, q_norm_w, k_norm_w, cos, sin
 
 
 def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float):
-    """Output projection + residual, then the pre-norm SwiGLU MLP (packed gate/up) + residual."""
     x = x + F.linear(attn, wo)
     gate, up = F.linear(rms_norm(x, norm_w, eps), w_gate_up).chunk(2, dim=-1)
     return x + F.linear(F.silu(gate) * up, w_down)
 
 
 def snake(x, alpha, beta, bias=None):
-    """SnakeBeta over the channels of [B, T, C]: x + sin^2(x e^alpha) / e^beta (parameters on log scale),
-    of x + bias when a conv's bias is left to it."""
+    """SnakeBeta over the channels of [B, T, C] (parameters on log scale), of x + bias when given."""
     if bias is not None:
         x = x + bias
     return x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
 
 
 def snake_after(history, x, alpha, beta):
-    """[history, snake(x)] along time: a causal conv's input with its carried past, in one pass."""
+    """[history, snake(x)] along time: a causal conv's input with its carried past."""
     return torch.cat([history, snake(x, alpha, beta)], dim=1)

@@ -1,7 +1,4 @@
-"""dst[index] = src for slot-indexed state: one row (a stream's whole state of one layer) per index.
-
-PyTorch's index_put runs per element with computed offsets (slow for long rows read through a strided view);
-the Triton kernel copies each row as contiguous vectors. The torch path serves the CPU."""
+"""dst[index] = src for slot-indexed state, one contiguous row per index (index_put is slow for long rows)."""
 import torch
 
 try:

@@ -1,10 +1,5 @@
-"""sampling.py's `sample_rows` as one Triton program per row: temperature, top-k, top-p and the seeded draw in one
-kernel (the compiled torch code took a sort and three or four more: ~35 us per code-predictor pass at one row).
-
-Same draw as the torch path: tokens ranked by (scaled logit descending, token id ascending), which is what a stable
-descending sort gives, the same counter hash per token, the same exponential race. Logits are packed with their
-token id into one int64 key, so one sort ranks both. The top-k set comes from a bisection; only a top-p cut needs
-the ranking, and with a small top-k only the kept keys are sorted."""
+"""sampling.py's `sample_rows` as one Triton program per row, drawing the same ids as the torch path.
+Logits are packed with their token id into one int64 key, so one sort ranks both."""
 import torch
 
 try:
@@ -32,8 +27,7 @@ if triton is not None:
 
     @triton.jit
     def _race(token, probs, base, fallback):
-        """The exponential race over the tokens' probabilities with their hashed uniforms: the drawn token.
-        NaN probabilities (NaN logits, e.g. a graph's warm-up on garbage) draw `fallback`, never a padding id."""
+        """The exponential race over hashed uniforms; NaN probabilities draw `fallback`, never a padding id."""
         golden = tl.full(token.shape, 0x9E3779B1, tl.int64)
         bits = _mix((base ^ ((token.to(tl.int64) * golden) & 0xFFFFFFFF)) & 0xFFFFFFFF)
         u = ((bits >> 9).to(tl.float32) + 0.5) / 8388608.0                # sampling.unit
@@ -60,13 +54,13 @@ if triton is not None:
         i = tl.arange(0, BLOCK)
         x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf")).to(tl.float32)
         x = tl.where(x == x, x, float("inf"))           # NaN ranks first, as in torch's sort and argmax
-        best = tl.argmax(x, 0, tie_break_left=True)                      # also the first-ranked token
+        best = tl.argmax(x, 0, tie_break_left=True)
         scaled = x / tl.maximum(tl.load(temperature_ptr + row), 1e-5)
         scaled = tl.where(scaled == 0.0, 0.0, scaled)                     # -0.0 ranks as 0.0 does
         high = _flip(scaled.to(tl.int32, bitcast=True)).to(tl.int64)
         top_k = tl.load(top_k_ptr + row)
         k = tl.where((top_k > 0) & (top_k < V), top_k, V)
-        # the top k: the k-th largest float key by bisection, ties at it taken by id
+        # the k-th largest float key by bisection, ties at it taken by id
         lo, hi = tl.min(high, 0), tl.max(high, 0)
         for _ in range(32):
             mid = (lo + hi + 1) >> 1
@@ -78,7 +72,7 @@ if triton is not None:
         base = _mix((_mix(seed & 0xFFFFFFFF) + tl.load(counter_ptr + row).to(tl.int64) * 17 + codebook) & 0xFFFFFFFF)
         top_p = tl.load(top_p_ptr + row)
         key = (high << 32) | (BLOCK - 1 - i).to(tl.int64)                 # unique: ties go to the lower id
-        if top_p >= 1.0:          # no cut by rank: the race needs no order (a sort of the row costs ~60 us)
+        if top_p >= 1.0:          # no cut by rank: the race needs no order
             values = tl.where(kept, scaled, float("-inf"))
             weights = tl.exp(values - tl.max(values, 0))
             drawn = _race(i, weights / tl.sum(weights, 0), base, best)

@@ -1,7 +1,5 @@
-"""Sampling on the device in torch, per-row parameters, no host sync: the definition the row sampler matches.
-
-Randomness comes from a counter-based hash of (seed, frame, codebook, token): a request draws the same
-numbers whichever batch it runs in, so seeded output does not depend on the other streams."""
+"""Sampling on the device in torch with per-row parameters: the definition the row sampler matches.
+A counter-based hash of (seed, frame, codebook, token) makes seeded output independent of the batch."""
 import torch
 
 _M32 = 0xFFFFFFFF
@@ -17,7 +15,6 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
 
 
 def uniform(seed: torch.Tensor, counter: torch.Tensor, codebook: int, vocab: int) -> torch.Tensor:
-    """[B] seeds, [B] counters -> [B, vocab] uniforms in (0, 1)."""
     base = _mix((_mix(seed & _M32) + counter * 17 + codebook) & _M32)
     token = torch.arange(vocab, device=seed.device)
     return unit(_mix((base[:, None] ^ (token[None] * 0x9E3779B1 & _M32)) & _M32))
@@ -25,8 +22,7 @@ def uniform(seed: torch.Tensor, counter: torch.Tensor, codebook: int, vocab: int
 
 def unit(bits: torch.Tensor) -> torch.Tensor:
     """32-bit hashes -> float32 in (0, 1), 1 excluded."""
-    # 23 bits: the largest value, 1 - 2**-24, is a float32 below 1. With 24 bits it rounded to 1.0, -log(u) was 0
-    # and 0/0 = NaN won the race below: a masked token (e.g. a control id) was drawn about once in 16,000 frames.
+    # 23 bits: with 24, u could round to 1.0 and a NaN from 0/0 won the race for a masked token.
     return ((bits >> 9).float() + 0.5) / float(1 << 23)
 
 
@@ -49,7 +45,7 @@ def sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebo
 
 def process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
                           allow_eos: torch.Tensor, suppress: torch.Tensor, eos: int) -> torch.Tensor:
-    """Repetition penalty over generated codebook-0 ids, EOS gating, suppressed control ids (reference order)."""
+    """Repetition penalty, EOS gating, suppressed control ids (reference order)."""
     pen = penalty[:, None]
     penalized = torch.where(logits > 0, logits / pen, logits * pen)
     logits = torch.where(seen, penalized, logits)

@@ -1,7 +1,4 @@
-"""SnakeBeta as one Triton pass: snake(x [+ bias]), or [history, snake(x)] along time for a causal conv.
-
-The compiled math is bound by the precise sine (billions a step at batch 512); here it is the hardware's
-approximation after a range reduction, within 1e-6. layer_math.py stays the definition."""
+"""SnakeBeta as one Triton pass: snake(x [+ bias]), or [history, snake(x)] along time for a causal conv."""
 import torch
 
 try:
@@ -14,8 +11,7 @@ except ImportError:          # CPU-only installs
 if triton is not None:
     @triton.jit
     def _sin(x):
-        # the hardware's approximate sine (error ~1e-6 on [-pi, pi]) after a two-part reduction by 2 pi: the precise
-        # library sine made the kernel compute-bound
+        # approximate sine after a two-part range reduction by 2 pi (within 1e-6): the precise one is compute-bound
         k = libdevice.rint(x * 0.15915494309189535)
         r = x - k * 6.2831854820251465
         return libdevice.fast_sinf(r + k * 1.7484556000744487e-07)

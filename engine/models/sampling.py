@@ -1,4 +1,4 @@
-"""A batch's ids drawn on the device through the sampler the registry chose, and the guard against bad logits."""
+"""A batch's ids drawn on the device through the registry's sampler, and the guard against bad logits."""
 from dataclasses import dataclass
 
 import torch
@@ -9,22 +9,20 @@ from engine.kernels.registry import ops
 
 @dataclass
 class SamplingBatch:
-    """Per-row sampling parameters as device tensors ([B] each)."""
-    greedy: torch.Tensor       # bool
-    temperature: torch.Tensor  # float
-    top_k: torch.Tensor        # int64, <= 0 means off
-    top_p: torch.Tensor        # float
-    seed: torch.Tensor         # int64
-    counter: torch.Tensor      # int64, the frame index
-    all_greedy: bool           # known on the host when the batch is built
+    greedy: torch.Tensor
+    temperature: torch.Tensor
+    top_k: torch.Tensor        # <= 0 means off
+    top_p: torch.Tensor
+    seed: torch.Tensor
+    counter: torch.Tensor      # the frame index
+    all_greedy: bool
 
 
-FAULT = -1     # a drawn id that stands for "this row's logits went non-finite": the host ends its stream
+FAULT = -1     # a drawn id meaning "this row's logits went non-finite": the host ends its stream
 
 
 def guard(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """ids [B] drawn from logits [B, V], FAULT where the row holds NaN or +inf or the id drawn was masked (-inf):
-    such an id (NaN wins the race) would index past the codec's tables and fail the step of every stream."""
+    """FAULT where a row holds NaN/+inf or the drawn id was masked: it would index past the codec's tables."""
     drawn = logits.gather(1, ids[:, None])[:, 0]
     bad = logits.isnan().any(-1) | logits.isposinf().any(-1) | drawn.isneginf()
     return ids.masked_fill(bad, FAULT)
@@ -49,7 +47,6 @@ class SlotSampling:
 
     @staticmethod
     def row(p, seed: int) -> tuple:
-        """A stream's sampling parameters in the order of KEYS."""
         return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
                 p.subtalker_top_k, p.subtalker_top_p, seed, p.repetition_penalty)
 

@@ -1,7 +1,5 @@
-"""Where Qwen3-TTS weights come from: a checkpoint directory, a hub repo id, or the configs of random (dummy) weights.
-
-`tiny` configs keep every token id and the layout of the published ones and shrink only the widths,
-so the CPU tests and `--dummy tiny` exercise the same code as the real models."""
+"""Where Qwen3-TTS weights come from: a checkpoint directory, a hub repo id, or dummy configs for random weights.
+`tiny` configs keep the published token ids and layout and shrink only the widths."""
 import copy
 import json
 from pathlib import Path
@@ -12,7 +10,6 @@ from engine.models.qwen3_tts.config import ASSETS, VARIANTS
 
 
 def tiny_tts_config(variant: str = "1.7B-CustomVoice") -> dict:
-    """The published config of `variant` with every dimension shrunk; token ids and layout untouched."""
     cfg = json.loads((ASSETS / "models" / variant / "config.json").read_text())
     cfg.pop("auto_map", None)
     t = cfg["talker_config"]
@@ -61,7 +58,6 @@ def resolve_model_dir(model: str) -> Path:
 
 
 def dummy_configs(variant: str) -> tuple[dict, dict, dict]:
-    """(config.json, speech_tokenizer/config.json, generation_config.json) dicts for --dummy VARIANT."""
     if variant == "tiny" or variant.startswith("tiny-"):
         base = variant[5:] or "1.7B-CustomVoice"
         return tiny_tts_config(base), tiny_codec_config(), _json(ASSETS / "models" / base / "generation_config.json")

@@ -1,4 +1,4 @@
-"""Model configuration read from a checkpoint's config.json (the published layout)."""
+"""Model configuration read from a checkpoint's config.json."""
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,13 +18,13 @@ class TTSConfig:
     text_vocab_size: int
     text_hidden_size: int
     num_code_groups: int
-    codec_ids: dict             # pad, bos, eos, think, nothink, think_bos, think_eos
+    codec_ids: dict
     languages: dict             # name -> codec id (dialects included)
     speakers: dict              # name -> codec id
     speaker_dialect: dict       # name -> dialect language name or False
-    text_ids: dict              # im_start, im_end, assistant, tts_pad, tts_bos, tts_eos
+    text_ids: dict
     speaker_encoder: dict | None
-    codec: dict                 # speech_tokenizer/config.json
+    codec: dict
     generation: dict = field(default_factory=dict)
 
     @property

@@ -33,8 +33,7 @@ def slaney_mel_filters(sample_rate: int, n_fft: int, n_mels: int, fmin: float, f
 
 def log_mel_spectrogram(audio: torch.Tensor, sample_rate: int = 24000, n_fft: int = 1024, hop: int = 256,
                         n_mels: int = 128, fmin: float = 0.0, fmax: float = 12000.0) -> torch.Tensor:
-    """[batch, samples] float32 -> [batch, n_mels, frames]: Hann-windowed |STFT| (no centering, reflect padded
-    by (n_fft - hop) / 2 per side), mel filtered, natural log floored at 1e-5."""
+    """[batch, samples] -> [batch, n_mels, frames]: reflect-padded Hann |STFT|, mel, log floored at 1e-5."""
     pad = (n_fft - hop) // 2
     audio = F.pad(audio.unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
     window = torch.hann_window(n_fft, device=audio.device)

@@ -1,10 +1,5 @@
-"""Stage 1: a request's conditioning -> the talker's prefill rows and the text still to feed.
-
-Rows are sums of a text-side embedding P(id) and a codec-side embedding, laid out as the reference's
-generate() does (see docs: instruct, role, codec control, body). A prompt starts with its Prefix, the rows before
-the first that carries target text (instruct, role, codec control with the speaker row, an ICL clone's
-reference-transcript rows): the same for every stream of that voice, language and instruct, which share its KV.
-The text that follows the prompt is fed one id per frame (`feed[consumed:]`, then tts_eos, then tts_pad)."""
+"""A request's conditioning -> the talker's prefill rows (as the reference's generate()) and the text still to feed.
+The rows before the first target-text row are the Prefix, shared (with their KV) by streams of that voice."""
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,19 +17,18 @@ _voice_ids = itertools.count()
 
 @dataclass(eq=False)
 class Voice:
-    """Resolved voice conditioning: a CustomVoice speaker id, or a Base clone's x-vector (+ ICL reference).
-    Compared by identity: what is derived from a clone's reference is cached on it."""
+    """Resolved voice conditioning; compared by identity, since what is derived from a clone is cached on it."""
     speaker_id: int | None = None
-    xvector: torch.Tensor | None = None        # [H]
-    ref_codes: torch.Tensor | None = None      # [T, 16] int64 (ICL)
-    ref_text_ids: list[int] | None = None      # ICL transcript ids
-    codec_state: list | None = None            # the codec decoder's state after ref_codes (runner.start)
-    frame_rows: torch.Tensor | None = None     # [T + 1, H]: codec bos, then each reference frame's embeddings
+    xvector: torch.Tensor | None = None
+    ref_codes: torch.Tensor | None = None      # int64 (ICL)
+    ref_text_ids: list[int] | None = None
+    codec_state: list | None = None            # the codec decoder's state after ref_codes
+    frame_rows: torch.Tensor | None = None     # codec bos, then each reference frame's embeddings
     uid: int = field(default_factory=lambda: next(_voice_ids))
 
     @property
     def key(self):
-        """What the prompt depends on: the speaker id, or this clone (a number: caches keep no Voice alive)."""
+        """The speaker id, or this clone as a number so caches keep no Voice alive."""
         return self.speaker_id if self.xvector is None else ("clone", self.uid)
 
 
@@ -118,7 +112,7 @@ class PromptBuilder:
         return torch.cat(rows)
 
     def _frames(self, voice: Voice) -> torch.Tensor:
-        """codec bos, then each reference frame's summed embeddings (the ICL codec stream): once per voice."""
+        """Codec bos, then each reference frame's summed embeddings; once per voice."""
         if voice.frame_rows is None:
             frames = self.talker.embed_frame(upload(voice.ref_codes, device=self._device))
             voice.frame_rows = torch.cat([self._codec_pad_bos()[1], frames])
@@ -127,7 +121,7 @@ class PromptBuilder:
     @torch.inference_mode()
     def build(self, voice: Voice, language_id: int | None, instruct_ids: list[int] | None, role_ids: list[int],
               feed: list[int], closed: bool, non_streaming: bool) -> Prompt | None:
-        """None while too little text has arrived to lay out the prompt."""
+        """None while too little text has arrived."""
         icl = voice.ref_codes is not None
         if (non_streaming and not closed) or not feed or (icl and not closed and len(feed) < voice.ref_codes.shape[0] + 1):
             return None

@@ -1,6 +1,5 @@
-"""Registered clone voices on disk: one `NAME.safetensors` per voice (x-vector, reference codes; its JSON header
-holds the transcript ids and the metadata), in a directory per model that every replica may share. A voice exists
-while its file does: written to a temporary name and renamed, so a reader sees the old voice or the new one, whole."""
+"""Registered clone voices on disk: one `NAME.safetensors` per voice, in a directory per model replicas may share.
+Written to a temporary name and renamed, so a reader sees the old voice or the new one, whole."""
 import json
 import os
 import re
@@ -16,13 +15,12 @@ SUFFIX = ".safetensors"
 
 
 def model_folder(model_name: str) -> str:
-    """A model's sub-directory: voices computed by one checkpoint's encoders mean nothing to another's."""
+    """A model's sub-directory: voices from one checkpoint's encoders mean nothing to another's."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", model_name.rstrip("/").split("/")[-1].replace("dummy:", "dummy-"))
 
 
 class VoiceStore:
     def __init__(self, path: str | os.PathLike, model_name: str = ""):
-        """`path`: the model's folder (for_model), or one that a reader was told of (the engine core's)."""
         self.path, self.model_name = Path(path), model_name
         self.path.mkdir(parents=True, exist_ok=True)
 
@@ -37,7 +35,7 @@ class VoiceStore:
         return sorted(f[:-len(SUFFIX)] for f in os.listdir(self.path) if f.endswith(SUFFIX) and not f.startswith("."))
 
     def version(self, name: str) -> int | None:
-        """The file's modification time (ns), or None once it is gone: a cached voice is good while it is unchanged."""
+        """The file's mtime (ns), or None once it is gone: a cached voice is good while it is unchanged."""
         try:
             return os.stat(self.file(name)).st_mtime_ns
         except FileNotFoundError:
@@ -59,7 +57,7 @@ class VoiceStore:
                 os.unlink(tmp)
 
     def load(self, name: str, device) -> Voice | None:
-        """A fresh Voice (its derived caches are rebuilt on first use), or None if there is no such voice."""
+        """A fresh Voice (derived caches rebuilt on first use), or None if there is no such voice."""
         try:
             with safe_open(self.file(name), "pt") as f:
                 meta = f.metadata()

@@ -1,6 +1,5 @@
-"""Clone voices: conditioning computed once (x-vector, reference codes, transcript ids), kept in a bounded LRU in
-front of the voice store on disk (voice_store.py) when there is one: the store is the registry that every replica
-shares, so a cached voice is used only while its file is unchanged (one stat per request that names it)."""
+"""Clone voices computed once and kept in an LRU in front of the shared voice store (voice_store.py).
+A cached voice is used only while its file is unchanged (one stat per request that names it)."""
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -39,8 +38,8 @@ class VoiceCache:
             self._voices.pop(name, None)
         if version is None:
             return None
-        voice = self.store.load(name, self.model.device)     # a fresh Voice: its primed codec state, frame rows
-        if voice is not None:                                # and prefix KV are built again on first use
+        voice = self.store.load(name, self.model.device)
+        if voice is not None:
             self._keep(name, voice, version)
         return voice
 
@@ -60,7 +59,7 @@ class VoiceCache:
 
     def compute(self, name: str, ref: VoiceRef, future: Future) -> None:
         """Engine thread."""
-        if not future.set_running_or_notify_cancel():   # the caller gave up (cancelled): setting it would raise here
+        if not future.set_running_or_notify_cancel():   # the caller gave up: setting it would raise here
             return
         try:
             voice = self.model.make_voice(ref)

@@ -14,7 +14,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.float()       # float32 for any input dtype, float64 included, as the reference computes it
+        h = x.float()       # float32 for any input dtype, as the reference computes it
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
 
@@ -66,9 +66,7 @@ class TransformerLayer(nn.Module):
 
 
 class DecoderTransformer(Stateful):
-    """input_proj -> causal sliding-window layers (RMSNorm, SwiGLU) -> norm -> output_proj, on [B, T, latent].
-
-    Per stream it keeps each layer's window KV cache and the RoPE position of its next frame."""
+    """Causal sliding-window layers on [B, T, latent]; per stream: window KV caches and RoPE position."""
 
     def __init__(self, cfg: dict):
         super().__init__()
