@@ -1,10 +1,10 @@
-"""Request checks done on the caller's thread, so bad input fails at once with a message a user can act on."""
+"""Request checks on the caller's thread, so bad input fails at once."""
 import dataclasses
 
 from engine.api.request import EngineInputError, SamplingParams, SynthesisRequest
 
 FLOAT32_MAX = 3.4028234663852886e38
-FLOAT32_TINY = 1.1754943508222875e-38     # the least normal float32
+FLOAT32_TINY = 1.1754943508222875e-38
 
 
 class Validator:
@@ -22,7 +22,7 @@ class Validator:
         if len(text) > self.max_text_chars:
             raise EngineInputError("text_too_long", f"text is longer than {self.max_text_chars} characters")
         try:
-            text.encode("utf-8")              # the tokenizer takes no lone surrogates
+            text.encode("utf-8")
         except UnicodeEncodeError:
             raise EngineInputError("invalid_request", "text must be valid Unicode (it holds a lone surrogate)") from None
 
@@ -74,7 +74,7 @@ class Validator:
 
 
 def check_sampling(s: SamplingParams) -> None:
-    """Every number as the step's float32/int64 tensors hold it, in the range the sampling math takes."""
+    """Every number as the step's float32/int64 tensors hold it."""
     for name in ("temperature", "top_p", "repetition_penalty", "subtalker_temperature", "subtalker_top_p"):
         value = getattr(s, name)
         if not _is_number(value, float) or not FLOAT32_TINY <= value <= FLOAT32_MAX:

@@ -1,4 +1,5 @@
-"""Side work (e.g. voice cloning) in turns between steps, within the listeners' slack."""
+"""Side work (e.g. voice cloning) in turns between steps, within the listeners' slack.
+Turns run alone: side kernels beside a step's small dependent ones slow both."""
 import threading
 import time
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ class SideWork:
     def __init__(self, timeout_s: float = 1.0):
         self._cv = threading.Condition()
         self.timeout_s = timeout_s
-        self.wanted: float | None = None
+        self.wanted: float | None = None   # device seconds of the turn a caller waits for
         self._given: Turn | None = None
         self._current: Turn | None = None
         self.open = False

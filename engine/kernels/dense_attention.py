@@ -1,12 +1,11 @@
-"""Attention for the code predictor's per-frame cache: every row of the batch is at the same position (<= 16).
-The Triton kernel writes the new keys/values and attends in one launch; the torch code is the definition."""
+"""Attention over the code predictor's per-frame cache; every row of the batch is at the same position."""
 import torch
 import torch.nn.functional as F
 
 try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
 
@@ -36,13 +35,13 @@ if triton is not None:
         cached = b * stride_cb + ((start + t)[:, None] * KV_HEADS + kvh) * D + dims[None, :]
         tl.store(ck_ptr + cached, tl.load(k_ptr + new * stride_k + head_dims, mask=t[:, None] < n), mask=t[:, None] < n)
         tl.store(cv_ptr + cached, tl.load(v_ptr + new * stride_v + head_dims, mask=t[:, None] < n), mask=t[:, None] < n)
-        tl.debug_barrier()                                             # the stores above are read below
+        tl.debug_barrier()
         p = tl.arange(0, POSITIONS)
         live_p = p < start + n
         kv = b * stride_cb + (p[:, None] * KV_HEADS + kvh) * D + dims[None, :]
         keys = tl.load(ck_ptr + kv, mask=live_p[:, None], other=0.0)
         values = tl.load(cv_ptr + kv, mask=live_p[:, None], other=0.0)
-        r = tl.arange(0, ROWS)                                         # row = head in group * n + new position
+        r = tl.arange(0, ROWS)
         head, pos = kvh * GROUP + r // n, r % n
         live_r = r < GROUP * n
         q_offs = ((b * n + pos) * (KV_HEADS * GROUP) + head)[:, None] * D + dims[None, :]
@@ -56,7 +55,7 @@ if triton is not None:
 
 
 def fits(q, k, v, *_) -> bool:
-    return all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in (k, v))    # heads packed, rows may be apart
+    return all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in (k, v))
 
 
 def dense_attention(q, k, v, cache_k, cache_v, start: int, scale: float):

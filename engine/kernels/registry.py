@@ -1,4 +1,4 @@
-"""Which implementation serves each op, chosen once at load by `select`; until then every op is its torch definition."""
+"""Which implementation serves each op, chosen once at load by `select`; until then, the torch definitions."""
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -20,15 +20,15 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
             "process_talker_logits")
 
-ops = SimpleNamespace(**TORCH)        # the ops as chosen: the layers, the codec and the stages call these
+ops = SimpleNamespace(**TORCH)
 
 
 @dataclass(frozen=True)
 class KernelSettings:
-    compile: bool = True          # the layer math torch.compile'd on CUDA
-    triton: bool = True           # Triton attention, row sampler and few-row layers on CUDA
-    few_rows: int = few_row_layer.TILE_ROWS     # 0: never
-    side_decode: bool = True      # with CUDA graphs, the codec decodes on its own stream beside the talker
+    compile: bool = True
+    triton: bool = True
+    few_rows: int = few_row_layer.TILE_ROWS
+    side_decode: bool = True
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("dense_attention", by_shape(dense_attention.fits, dense_attention.dense_attention,
                                             dense_attention.dense_attention_torch), "triton|torch")
     if gpu and settings.compile:
-        # one function serves layers of several widths and strides (the codec's snake)
+        # one function serves several widths and strides
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
         for op in COMPILED:

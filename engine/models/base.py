@@ -1,5 +1,4 @@
-"""What the engine's core knows of a model: its audio format, KV layout, request layout and stages.
-Every model runs the same stages: prefill -> first c0 id, then per frame predict -> decode -> talk."""
+"""The model interface the core drives: prefill -> first c0 id, then per frame predict -> decode -> talk."""
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -30,7 +29,7 @@ class Prefix:
     """The rows a prompt starts with that every stream of its key shares, with their KV."""
     key: tuple
     length: int
-    body: int                   # rows that carry a reference transcript
+    body: int
 
 
 @dataclass
@@ -38,7 +37,7 @@ class Prompt:
     prefix: Prefix
     prefix_rows: Callable[[], torch.Tensor] | None      # built only where its KV is not cached
     rows: torch.Tensor
-    consumed: int               # feed ids already inside the prompt
+    consumed: int
     eos_consumed: bool
 
     @property
@@ -50,30 +49,29 @@ class Model(Protocol):
     name: str
     device: torch.device
     dtype: torch.dtype
-    cfg: object                 # what requests may ask for (api/validate.py)
+    cfg: object
     tokenizer: object
     audio: AudioFormat
     kv_layout: KVLayout
     hidden_size: int
-    eos: int                    # the codebook-0 id that ends a stream
+    eos: int
     text_eos: int               # fed once after the text, then text_pad for ever
     text_pad: int
-    text_prefix: str            # its first ids are the prompt's role (seq.role_ids)
+    text_prefix: str
     info: dict
 
     def voices(self, voices_dir: str | None): ...
 
     def make_voice(self, ref): ...
 
-    # requests, on the engine thread
     def prepare(self, seq, voices) -> None: ...
 
-    def prompt(self, seq) -> Prompt | None: ...                  # None while too little text has arrived
+    def prompt(self, seq) -> Prompt | None: ...
 
     def prompt_tokens(self, seq, text_ids: int) -> int: ...
 
     # stages: pure tensor functions the runner captures as CUDA graphs
-    def allocate(self, slots: int) -> None: ...                  # the last slot is scratch (padding rows)
+    def allocate(self, slots: int) -> None: ...
 
     def reset(self, slots: torch.Tensor, seqs: list) -> None: ...
 

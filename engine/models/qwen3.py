@@ -1,5 +1,4 @@
-"""The Qwen3 decoder layer, shared by the talker, the code predictor and side models.
-Tokens are packed ([N, hidden]); attention goes through a `kv` object, the math through the registry's `ops`."""
+"""The Qwen3 decoder layer, shared by the talker, the code predictor and side models."""
 from dataclasses import dataclass
 
 import torch
@@ -38,7 +37,7 @@ class RMSNorm(nn.Module):
 
 
 class Rotary:
-    """cos/sin tables for 1-D RoPE (rotate-half); the talker's MRoPE with identical streams reduces to this."""
+    """The talker's MRoPE with identical streams reduces to this 1-D RoPE."""
 
     def __init__(self, head_dim: int, theta: float, max_positions: int = 32768, device=None):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
@@ -98,7 +97,7 @@ class DecoderLayer(nn.Module):
 
     @torch.no_grad()
     def pack(self) -> None:
-        """One weight for q/k/v and one for gate/up; the checkpoint's tensors become views into them."""
+        """The checkpoint's tensors become views into the packed weights."""
         a, m = self.self_attn, self.mlp
         self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
         self.w_gate_up = pack_views(m.gate_proj, m.up_proj)

@@ -1,4 +1,4 @@
-"""A batch's ids drawn on the device through the registry's sampler, and the guard against bad logits."""
+"""Sampling through the registry's sampler, and the guard against bad logits."""
 from dataclasses import dataclass
 
 import torch
@@ -11,32 +11,30 @@ from engine.kernels.registry import ops
 class SamplingBatch:
     greedy: torch.Tensor
     temperature: torch.Tensor
-    top_k: torch.Tensor        # <= 0 means off
+    top_k: torch.Tensor        # <= 0: off
     top_p: torch.Tensor
     seed: torch.Tensor
-    counter: torch.Tensor      # the frame index
+    counter: torch.Tensor
     all_greedy: bool
 
 
-FAULT = -1     # a drawn id meaning "this row's logits went non-finite": the host ends its stream
+FAULT = -1     # stands for non-finite logits: the host ends the stream
 
 
 def guard(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """FAULT where a row holds NaN/+inf or the drawn id was masked: it would index past the codec's tables."""
+    """Such an id would index past the codec's tables and fail every stream's step."""
     drawn = logits.gather(1, ids[:, None])[:, 0]
     bad = logits.isnan().any(-1) | logits.isposinf().any(-1) | drawn.isneginf()
     return ids.masked_fill(bad, FAULT)
 
 
 def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
-    """logits [B, V] (already processed; drawn from in float32) -> token ids [B]."""
     if p.all_greedy:
         return logits.argmax(-1)
     return ops.sample_rows(logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
 
 
 class SlotSampling:
-    """Every stream slot's sampling parameters on the device, written as its stream starts."""
     KEYS = (("greedy", torch.bool), ("temperature", torch.float32), ("top_k", torch.int64), ("top_p", torch.float32),
             ("sub_greedy", torch.bool), ("sub_temperature", torch.float32), ("sub_top_k", torch.int64),
             ("sub_top_p", torch.float32), ("seed", torch.int64), ("penalty", torch.float32))
@@ -55,7 +53,6 @@ class SlotSampling:
             self.params[key][slots] = upload(values, self.params[key].dtype, self.device)
 
     def batch(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
-        """The talker's parameters (prefix ""), or the code predictor's ("sub_"), of these slots."""
         g = lambda k: self.params[prefix + k][slots]
         return SamplingBatch(g("greedy"), g("temperature"), g("top_k"), g("top_p"), self.params["seed"][slots],
                              counter, all_greedy)

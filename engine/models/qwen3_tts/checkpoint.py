@@ -1,5 +1,4 @@
-"""Where Qwen3-TTS weights come from: a checkpoint directory, a hub repo id, or dummy configs for random weights.
-`tiny` configs keep the published token ids and layout and shrink only the widths."""
+"""Qwen3-TTS weights: a checkpoint directory, a hub repo id, or dummy configs (`tiny`: published ids, small widths)."""
 import copy
 import json
 from pathlib import Path
@@ -13,7 +12,7 @@ def tiny_tts_config(variant: str = "1.7B-CustomVoice") -> dict:
     cfg = json.loads((ASSETS / "models" / variant / "config.json").read_text())
     cfg.pop("auto_map", None)
     t = cfg["talker_config"]
-    small = cfg["tts_model_size"] == "0b6"      # 0.6B: predictor width == talker width (Identity projection)
+    small = cfg["tts_model_size"] == "0b6"      # 0.6B: predictor width == talker width
     hidden = 32 if small else 64
     t.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=16, text_hidden_size=32,

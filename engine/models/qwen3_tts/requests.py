@@ -1,9 +1,9 @@
-"""Qwen3-TTS's request layout: a stream's voice, language, instruct, prompt prefix and the text it feeds."""
+"""Qwen3-TTS's request layout: voice, language, instruct, prompt prefix and the text fed per frame."""
 from engine.api.request import EngineInputError
 from engine.models.qwen3_tts.prompt import Voice
 
 ROLE = "<|im_start|>assistant\n"
-PROMPT_CONTROL_ROWS = 16                # role, codec control, speaker and bos rows: admission's estimate
+PROMPT_CONTROL_ROWS = 16                # admission's estimate of the control rows
 
 
 class RequestLayout:

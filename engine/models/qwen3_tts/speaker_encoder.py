@@ -1,4 +1,4 @@
-"""ECAPA-TDNN x-vector of a reference voice (Base models), named as the checkpoint's `speaker_encoder.*`."""
+"""ECAPA-TDNN x-vector of a reference voice (Base models)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,6 @@ class TDNN(nn.Module):
 
 
 class Res2Net(nn.Module):
-    """Channel groups in a chain: group i sees its own input plus group i-1's output."""
 
     def __init__(self, channels: int, scale: int, kernel: int, dilation: int):
         super().__init__()
@@ -110,7 +109,6 @@ class SpeakerEncoder(nn.Module):
 
     @torch.inference_mode()
     def embed(self, audio_24k: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Mono 24 kHz audio -> [enc_dim] x-vector in the module's dtype (log-mel in float32)."""
         audio = torch.as_tensor(audio_24k).to(torch.float32).reshape(1, -1)
         weight = self.fc.weight
         mels = log_mel_spectrogram(audio.to(weight.device)).transpose(1, 2)

@@ -1,11 +1,11 @@
-"""Qwen3-TTS's stages on slot-indexed device state: a stage needs only its batch's slots."""
+"""Qwen3-TTS's stages on slot-indexed device state."""
 import torch
 
 from engine.core.transfer import upload
 from engine.kernels.registry import ops
 from engine.models.sampling import FAULT, guard, sample
 
-CONTROL_IDS = 1024              # the talker vocabulary's last ids: control tokens, never a frame's code
+CONTROL_IDS = 1024              # control tokens, never a frame's code
 
 
 class TalkerStages:
@@ -32,7 +32,7 @@ class TalkerStages:
             self._load_primed(clones)
 
     def _load_primed(self, seqs) -> None:
-        """A clone's codec state is primed once per voice (scratch slot), then copied into the new streams' slots."""
+        """Primed once per voice in the scratch slot, then copied into the new streams' slots."""
         voices = list({id(s.voice): s.voice for s in seqs}.values())
         decoder = self.codec.decoder
         for v in voices:
@@ -59,7 +59,6 @@ class TalkerStages:
         return self.tts.talker(rows, positions, kv)
 
     def first(self, slots, hidden, sampling, all_greedy: bool):
-        """A new stream's first codebook-0 id from its prompt's last hidden state (EOS never comes first)."""
         return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), sampling, all_greedy)
 
     def talk(self, slots, text_ids, positions, allow_eos, kv, sampling, all_greedy: bool):

@@ -1,4 +1,4 @@
-"""The talker LM: emits codebook 0 per frame. Module names follow the checkpoint (`talker.*`)."""
+"""The talker LM: emits codebook 0 per frame."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -41,7 +41,6 @@ class Talker(nn.Module):
         return self.model.codec_embedding(ids)
 
     def embed_frame(self, codes: torch.Tensor) -> torch.Tensor:
-        """[B, 16] codes of a frame -> the sum of their 16 embeddings."""
         tables = [self.model.codec_embedding] + list(self.code_predictor.model.codec_embedding)
         return torch.stack([t(codes[:, i]) for i, t in enumerate(tables)], dim=1).sum(1)
 

@@ -1,5 +1,4 @@
-"""Qwen2 byte-level BPE, token for token as the reference processor tokenizes (built on `tokenizers` only).
-The reference's fix_mistral_regex=True swaps in the Mistral split regex below ("iPhone" -> "i|Phone")."""
+"""Qwen2 byte-level BPE as the reference processor tokenizes, with the Mistral split regex fix_mistral_regex selects."""
 import json
 import re
 import unicodedata
@@ -12,7 +11,7 @@ from engine.models.qwen3_tts.config import ASSETS
 SPLIT_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
                r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-WORD_HEAD = {"Lu", "Lt", "Lm", "Lo", "Mn", "Mc", "Me"}     # the regex's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+WORD_HEAD = {"Lu", "Lt", "Lm", "Lo", "Mn", "Mc", "Me"}
 
 
 class TextTokenizer:
@@ -37,7 +36,6 @@ class TextTokenizer:
         tok.decoder = decoders.ByteLevel()
         config = json.loads((dir / "tokenizer_config.json").read_text())
         added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
-        # matched in the raw text before normalization, special or not
         tok.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
         return cls(tok, {t["content"]: int(i) for i, t in added})
 
@@ -54,23 +52,22 @@ class TextTokenizer:
         return len(self.split_final(text, closed)[0])
 
     def split_final(self, text: str, closed: bool) -> tuple[list[int], int]:
-        """(final leading ids, n): for any appended s, encode(text + s) == ids + encode(text[n:] + s)."""
+        """For any appended s: encode(text + s) == ids + encode(text[n:] + s)."""
         ids, count, cut = self._split(self._tok.encode(text, add_special_tokens=False), text, closed)
         return ids[:count], cut
 
     def split_final_batch(self, texts: list[str], closed: list[bool]) -> list[tuple[list[int], int, int]]:
-        """split_final for many texts in one call, encoded in the Rust side's threads without the GIL."""
         encodings = self._tok.encode_batch(texts, add_special_tokens=False)
         return [self._split(enc, text, c) for enc, text, c in zip(encodings, texts, closed)]
 
     def _split(self, enc, text: str, closed: bool) -> tuple[list[int], int, int]:
-        """Pieces are final up to the one holding the last settled character, or when a space or tab follows."""
+        """A piece is final before the one holding the last settled character, or when a space or tab follows it."""
         ids = enc.ids
         if closed:
             return ids, len(ids), len(text)
         limit, run, head = self._settled_end(text)
         words, count, cut = enc.word_ids, 0, 0
-        # a piece ends where the next begins: `tokenizers` misplaces the end offset of NFC-composed characters
+        # `tokenizers` misplaces the end offset of NFC-composed characters
         ends = [start for start, _ in enc.offsets[1:]] + [len(text)] * bool(ids)
         for i, end in enumerate(ends):
             if i + 1 < len(ids) and words[i + 1] == words[i]:
@@ -82,7 +79,6 @@ class TextTokenizer:
         return ids, count, cut
 
     def _settled_end(self, text: str) -> tuple[int, int, int]:
-        """(end, run, head): where text no appended text can change ends, its WORD_HEAD run, a possible added token."""
         head = self._added_head.search(text, max(0, len(text) - self._longest_added))
         while head and text[head.start():] not in self._added_prefixes:
             head = self._added_head.search(text, head.start() + 1)
@@ -91,6 +87,6 @@ class TextTokenizer:
         while run and unicodedata.category(text[run - 1]) in WORD_HEAD:
             run -= 1
         head = end
-        while end and text[end - 1].isspace():     # str.isspace covers the regex's \s
+        while end and text[end - 1].isspace():
             end -= 1
         return end, run, head

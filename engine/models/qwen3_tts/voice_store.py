@@ -1,5 +1,4 @@
-"""Registered clone voices on disk: one `NAME.safetensors` per voice, in a directory per model replicas may share.
-Written to a temporary name and renamed, so a reader sees the old voice or the new one, whole."""
+"""Registered clone voices on disk, one file per voice, written atomically (temporary name, then rename)."""
 import json
 import os
 import re
@@ -15,7 +14,6 @@ SUFFIX = ".safetensors"
 
 
 def model_folder(model_name: str) -> str:
-    """A model's sub-directory: voices from one checkpoint's encoders mean nothing to another's."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", model_name.rstrip("/").split("/")[-1].replace("dummy:", "dummy-"))
 
 
@@ -35,14 +33,13 @@ class VoiceStore:
         return sorted(f[:-len(SUFFIX)] for f in os.listdir(self.path) if f.endswith(SUFFIX) and not f.startswith("."))
 
     def version(self, name: str) -> int | None:
-        """The file's mtime (ns), or None once it is gone: a cached voice is good while it is unchanged."""
         try:
             return os.stat(self.file(name)).st_mtime_ns
         except FileNotFoundError:
             return None
 
     def save(self, name: str, voice: Voice, text: str | None = None) -> None:
-        tensors = {"xvector": voice.xvector.cpu().contiguous()}      # in the model's dtype: bit-exact
+        tensors = {"xvector": voice.xvector.cpu().contiguous()}
         if voice.ref_codes is not None:
             tensors["ref_codes"] = voice.ref_codes.cpu().contiguous()
         meta = dict(name=name, model=self.model_name, created=f"{time.time():.3f}", text=text or "",
@@ -57,7 +54,6 @@ class VoiceStore:
                 os.unlink(tmp)
 
     def load(self, name: str, device) -> Voice | None:
-        """A fresh Voice (derived caches rebuilt on first use), or None if there is no such voice."""
         try:
             with safe_open(self.file(name), "pt") as f:
                 meta = f.metadata()

@@ -1,5 +1,4 @@
-"""Streaming codec decoder: 16 codes per 12.5 Hz frame -> 1920 samples of 24 kHz audio.
-Every layer is causal, so decoding frame by frame from per-slot state equals a one-shot decode."""
+"""Streaming codec decoder: every layer is causal, so frame-by-frame decoding from per-slot state is exact."""
 import math
 
 import torch
@@ -40,7 +39,6 @@ class UpsampleBlock(nn.Module):
 
 
 class CodecDecoder(nn.Module):
-    """Built from the speech_tokenizer config; state_dict keys are the checkpoint's `decoder.*` keys unprefixed."""
 
     def __init__(self, config: dict, max_streams: int = 0):
         super().__init__()
@@ -66,7 +64,6 @@ class CodecDecoder(nn.Module):
         return self.pre_transformer.position.shape[0]
 
     def allocate(self, max_streams: int):
-        """Zeroed state for `max_streams` slots, in the weights' device and dtype."""
         weight = self.pre_conv.conv.weight
         for module in self.modules():
             if isinstance(module, Stateful):
@@ -74,7 +71,6 @@ class CodecDecoder(nn.Module):
 
     @torch.no_grad()
     def pack(self) -> None:
-        """Conv weights laid out channels-last, as the NHWC convs read them."""
         for module in self.modules():
             if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
                 channels_last(module)
@@ -86,8 +82,8 @@ class CodecDecoder(nn.Module):
 
     @torch.no_grad()
     def decode(self, codes: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        """codes [B, T, K] continue the streams in `slots` [B] -> audio [B, T * samples_per_frame]."""
-        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)      # [B, T, C] from here on
+        """slots None: fresh streams, no state touched."""
+        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)
         x = self.pre_transformer(x, slots)
         for trans_conv, convnext in self.upsample:
             x = convnext(trans_conv(x, slots), slots)
@@ -98,20 +94,19 @@ class CodecDecoder(nn.Module):
         return x.clamp(-1, 1).squeeze(2)
 
     def prime(self, codes: torch.Tensor, slots: torch.Tensor):
-        """Decode context frames whose audio is not wanted (a clone's reference), as the reference's decode-and-cut."""
+        """Context frames whose audio is not wanted (a clone's reference), as the reference's decode-and-cut."""
         self.decode(codes, slots)
 
     def _states(self) -> list[tuple[Stateful, str]]:
         return [(m, name) for m in self.modules() if isinstance(m, Stateful) for name in m.state_specs]
 
     def primed_state(self, codes: torch.Tensor, slot: torch.Tensor) -> list[torch.Tensor]:
-        """The state after context frames codes [T, K], primed in scratch `slot` [1]; new streams `load` it."""
+        """The state after context frames, primed in a scratch slot; new streams `load` it."""
         self.reset(slot)
         self.prime(codes[None], slot)
         return [getattr(m, name)[slot] for m, name in self._states()]
 
     def load(self, slots: torch.Tensor, states: list[torch.Tensor]):
-        """states[i] [B, ...], in `primed_state`'s order, into the state of `slots` [B]."""
         for (m, name), rows in zip(self._states(), states):
             ops.write_rows(getattr(m, name), slots, rows)
 

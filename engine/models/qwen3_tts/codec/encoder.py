@@ -1,4 +1,4 @@
-"""Codec encoder for reference audio (the Mimi encoder): 24 kHz mono -> 16 codes per 12.5 Hz frame, one-shot."""
+"""Codec encoder for reference audio (the Mimi encoder), one-shot."""
 import math
 
 import torch
@@ -54,7 +54,7 @@ class SEANet(nn.Module):
 
 
 class EncoderTransformer(nn.Module):
-    """Causal layers over the whole clip: the config's sliding window is ignored, as in the official (Mimi) encoder."""
+    """Attends the full past: the config's sliding window is ignored, as in the official (Mimi) encoder."""
 
     def __init__(self, cfg: dict):
         super().__init__()
@@ -77,7 +77,6 @@ class EncoderTransformer(nn.Module):
 
 
 class CodecEncoder(nn.Module):
-    """Built from the speech_tokenizer config; state_dict keys are the checkpoint's `encoder.*` keys unprefixed."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -94,7 +93,6 @@ class CodecEncoder(nn.Module):
 
     @torch.no_grad()
     def encode(self, wav: torch.Tensor) -> torch.Tensor:
-        """wav [samples] (24 kHz mono) -> codes [ceil(samples / 1920), 16]."""
         weight = self.encoder.layers[0].conv.weight
         x = self.encoder(wav.to(weight.device, weight.dtype)[None, None])
         x = self.encoder_transformer(x.transpose(1, 2)).transpose(1, 2)

@@ -1,5 +1,4 @@
-"""Causal conv blocks of the codec decoder, channels-last [B, T, C], each continuing a stream from per-slot state.
-`forward(x, slots)` reads and writes the state of `slots`; `slots=None` decodes from silence, touching no state."""
+"""Causal conv blocks of the codec decoder, channels-last [B, T, C], continuing each stream from per-slot state."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -8,7 +7,6 @@ from engine.kernels.registry import ops
 
 
 class Stateful(nn.Module):
-    """A layer whose per-stream state lives in non-persistent buffers of shape [slots, *shape]."""
 
     def __init__(self):
         super().__init__()
@@ -37,7 +35,7 @@ class Stateful(nn.Module):
             ops.write_rows(getattr(self, name), slots, value)
 
     def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
-        """act(x) behind the slots' carried `context` inputs, in one fused pass; its tail becomes the new history."""
+        """act(x) behind the carried history in one fused pass; its tail becomes the new history."""
         if not self.context:
             return x if act is None else act(x)
         history = self.read_state("history", slots, x)
@@ -47,7 +45,6 @@ class Stateful(nn.Module):
 
 
 def channels_last(conv: nn.Module) -> None:
-    """Re-lay a conv's [out, in, k] weight so that its [out, in, 1, k] view is channels-last."""
     w = conv.weight.data
     conv.weight.data = w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
 
@@ -61,7 +58,6 @@ def from_nhwc(y: torch.Tensor) -> torch.Tensor:
 
 
 class CausalConv(Stateful):
-    """Conv1d that sees only the past: the last (kernel-1)*dilation inputs are carried between calls."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1):
         super().__init__()
@@ -76,14 +72,14 @@ class CausalConv(Stateful):
         x = self.conv_input(x, slots, act)
         c = self.conv
         bias = c.bias if with_bias else None
-        if c.kernel_size[0] == 1 and c.groups == 1:          # pointwise: a GEMM with the bias in its epilogue
+        if c.kernel_size[0] == 1 and c.groups == 1:
             return F.linear(x, c.weight[:, :, 0], bias)
         return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], bias, dilation=(1, c.dilation[0]),
                                   groups=c.groups))
 
 
 class CausalTransConv(Stateful):
-    """ConvTranspose1d trimmed so output i depends on inputs <= i; overlapping earlier inputs are carried."""
+    """Trimmed so output i depends on inputs <= i; overlapping earlier inputs are carried."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int):
         super().__init__()
@@ -102,7 +98,6 @@ class CausalTransConv(Stateful):
 
 
 class SnakeBeta(nn.Module):
-    """x + sin^2(x * e^alpha) / e^beta per channel (parameters on log scale)."""
 
     def __init__(self, channels: int):
         super().__init__()

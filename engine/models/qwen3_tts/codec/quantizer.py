@@ -1,5 +1,4 @@
-"""Split residual vector quantizers: codebook 0 (semantic) and the acoustic rest have separate projections.
-Encoder and decoder name the same things differently, so each has its own module tree with the checkpoint's names."""
+"""Split residual vector quantizers; encoder and decoder each keep the checkpoint's (different) names."""
 import torch
 from torch import nn
 
@@ -22,7 +21,7 @@ class _DecoderCodebook(nn.Module):
 class _DecoderRVQ(nn.Module):
     def __init__(self, num_quantizers: int, size: int, dim: int, outer_dim: int):
         super().__init__()
-        self.input_proj = _conv1x1(outer_dim, dim)      # unused when decoding; part of the checkpoint
+        self.input_proj = _conv1x1(outer_dim, dim)      # part of the checkpoint
         self.output_proj = _conv1x1(dim, outer_dim)
         self.vq = nn.Module()
         self.vq.layers = nn.ModuleList(nn.Module() for _ in range(num_quantizers))
@@ -31,7 +30,7 @@ class _DecoderRVQ(nn.Module):
 
 
 class Dequantizer(nn.Module):
-    """codes [B, T, K] -> [B, outer_dim, T]; `table` is refreshed after every load_state_dict."""
+    """`table` is refreshed after every load_state_dict."""
 
     def __init__(self, num_quantizers: int, size: int, dim: int, outer_dim: int):
         super().__init__()
@@ -73,7 +72,6 @@ class _EncoderRVQ(nn.Module):
             layer.codebook = _EncoderCodebook(size, dim)
 
     def encode(self, x: torch.Tensor, num_quantizers: int) -> torch.Tensor:
-        """x [B, outer_dim, T] -> codes [B, T, num_quantizers], each stage nearest to what is left."""
         residual = self.input_proj(x).transpose(1, 2).float()
         codes = []
         for layer in self.layers[:num_quantizers]:
