@@ -1,1 +1,1 @@
-"""The engine as its callers see it: Engine, request handles, request dataclasses and their checks."""
+"""The engine as its callers see it."""

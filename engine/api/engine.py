@@ -1,7 +1,4 @@
-"""The engine: one thread owns the model and runs every step for all active streams.
-
-Callers (the async gateway, the CLI) talk to it only through an inbox of commands and per-request
-handles that receive AudioChunks; they never touch tensors."""
+"""The engine: one thread owns the model and runs every step; callers use an inbox and request handles."""
 import gc
 import itertools
 import logging
@@ -36,15 +33,12 @@ class Engine(EngineThread):
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
                  kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, clock: Clock = REAL_CLOCK):
-        """kv_tokens_per_seq None: on CUDA the KV cache takes what `gpu_memory_utilization` of the card leaves
-        (core/memory.py), on the CPU 2,048 tokens a stream. max_step_ms: no stream joins while a step is slower.
-        voices_dir: registered voices are stored there (in a folder per model), else only kept in memory. clock:
-        the listeners' (core/clock.py)."""
+        """kv_tokens_per_seq None: on CUDA the cache takes what `gpu_memory_utilization` leaves."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
         if cuda:
-            torch.backends.cudnn.benchmark = True       # fixed shapes per graph bucket: pick the fastest convs
+            torch.backends.cudnn.benchmark = True
         chosen = select(model.device, kernels)
         log.info("kernels: %s", chosen.describe())
         by_memory = kv_tokens_per_seq is None and cuda
@@ -57,7 +51,7 @@ class Engine(EngineThread):
             self.runner.capture_all()
             log.info("graphs captured: %.1f GiB", (torch.cuda.memory_reserved() - reserved) / (1 << 30))
         gc.collect()
-        gc.freeze()      # the model, graphs and compile caches leave the collector's scans: no long pauses mid-stream
+        gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
@@ -66,7 +60,7 @@ class Engine(EngineThread):
         self.clock = clock
         self.loop = StepLoop(model, self.runner, self.scheduler, clock)
         self.isolation = FaultIsolation(self.scheduler)
-        self.side_work = SideWork()              # the public hook: device time for work beside the engine
+        self.side_work = SideWork()
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.seqs: dict[int, Sequence] = {}
         self._ids = itertools.count(1)
@@ -77,7 +71,7 @@ class Engine(EngineThread):
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
              **kwargs) -> "Engine":
-        from engine.models.qwen3_tts.model import load_model      # the one model family with checkpoints
+        from engine.models.qwen3_tts.model import load_model
         return cls(load_model(model=model, dummy=dummy, device=device, dtype=dtype, seed=seed), **kwargs)
 
     @property
@@ -90,7 +84,6 @@ class Engine(EngineThread):
 
     @property
     def step_ms(self) -> float:
-        """Moving average of a step's wall time: every running stream gains one 80 ms frame per step."""
         return self.loop.step_s * 1000
 
     def stats(self) -> dict:
@@ -101,12 +94,10 @@ class Engine(EngineThread):
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
 
-    # caller side (any thread) -------------------------------------------------------------------------------
     def submit(self, request: SynthesisRequest, sink=None) -> RequestHandle:
-        """`sink(handle, item)` takes the request's chunks and its error (on the engine thread) instead of the
-        handle's queue. A request beyond the engine's capacity gets EngineInputError `busy` from its handle."""
+        """`sink(handle, item)` takes the chunks and errors on the engine thread instead of the handle queue."""
         request = self.validator.prepare(request)
-        seq_id = next(self._ids)                 # atomic: submit may come from several threads
+        seq_id = next(self._ids)
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
         handle = RequestHandle(self, seq_id, sink)
         self.inbox.put(("add", Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)))
@@ -122,7 +113,7 @@ class Engine(EngineThread):
         self.inbox.put(("cancel", seq_id))
 
     def register_voice(self, name: str, ref: VoiceRef):
-        """Computes the clone conditioning once on the engine thread; returns a concurrent Future."""
+        """Computes the clone conditioning on the engine thread; returns a concurrent Future."""
         return self.voices.register(name, ref, self.inbox)
 
     def delete_voice(self, name: str) -> bool:
@@ -132,15 +123,14 @@ class Engine(EngineThread):
         return self.voices.names()
 
     def description(self) -> dict:
-        """What a client in another process needs to check requests as the engine does and to read stored voices."""
+        """What a client in another process needs to check requests and read stored voices."""
         store = self.voices.store
         return dict(info=self.info, cfg=self.model.cfg, check=self.model.check_request,
                     max_text_chars=self.validator.max_text_chars,
                     voices_dir=str(store.path) if store is not None else None)
 
     def start(self) -> "Engine":
-        # The step thread waits on the GPU a few times per step and must get the interpreter back at once: with the
-        # default 5 ms switch interval, a busy event loop or side work's thread held it that long after every wait.
+        # the step thread must get the GIL back at once after each wait on the GPU
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
         self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
         self._thread.start()

@@ -1,4 +1,4 @@
-"""A caller's view of one request: push text, cancel, and iterate its AudioChunks (async or blocking)."""
+"""A caller's view of one request: push text, cancel, iterate its AudioChunks."""
 import asyncio
 import queue
 
@@ -26,12 +26,11 @@ class RequestHandle:
         self.engine.cancel(self.id)
 
     def deliver(self, item: AudioChunk | Exception) -> None:
-        """Called on the engine thread."""
         if self.sink is not None or self._loop is None:
             return self.sink(self, item) if self.sink is not None else self._queue.put(item)
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:                    # the caller's loop is gone: nobody listens any more
+        except RuntimeError:                    # the caller's loop is gone
             self.engine.cancel(self.id)
 
     def _take(self, item):

@@ -19,8 +19,7 @@ _FALLBACK = dict(do_sample=True, temperature=0.9, top_k=50, top_p=1.0, repetitio
 
 @dataclass
 class SamplingParams:
-    """Talker (codebook 0) and code-predictor (codebooks 1-15) sampling; None: the checkpoint's
-    generation_config.json value (the published files: 0.9 / 50 / 1.0, repetition penalty 1.05)."""
+    """Unset (None) fields take the checkpoint's generation_config.json value."""
     do_sample: bool | None = None
     temperature: float | None = None
     top_k: int | None = None
@@ -37,7 +36,6 @@ class SamplingParams:
         return cls(do_sample=False, subtalker_do_sample=False, **kw)
 
     def with_defaults(self, generation: dict) -> "SamplingParams":
-        """Every unset field from the checkpoint's generation config (keys as the official code names them)."""
         def pick(field: str):
             key = "subtalker_dosample" if field == "subtalker_do_sample" else field
             value = getattr(self, field)
@@ -48,36 +46,35 @@ class SamplingParams:
 
 @dataclass
 class VoiceRef:
-    """A voice-clone reference (Base models). `audio` is mono float32 at `sample_rate`."""
+    """A voice-clone reference (Base models)."""
     audio: np.ndarray
     sample_rate: int
-    text: str | None = None          # transcript: ICL mode; None with x_vector_only
+    text: str | None = None          # None: x_vector_only
     x_vector_only: bool = False
 
 
 @dataclass
 class SynthesisRequest:
     text: str = ""
-    voice: str | None = None          # CustomVoice speaker, or a registered clone voice name
+    voice: str | None = None          # CustomVoice speaker, or a registered clone voice
     language: str = "auto"
     instruct: str | None = None
     ref: VoiceRef | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    max_frames: int | None = None     # at most this many frames; None: budget scaled to the text length
-    ignore_eos: bool = False          # benchmarks: never stop on EOS
-    text_complete: bool = True        # False: more text follows through append_text(); close_text() ends it
-    non_streaming_text: bool = False  # whole text in the prompt (needs text_complete)
-    chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # audio chunk sizes in frames; the last one repeats
-    adaptive_chunks: bool = True      # send early when a real-time listener's buffer runs low
+    max_frames: int | None = None     # None: scaled to the text length
+    ignore_eos: bool = False
+    text_complete: bool = True        # False: more text follows through append_text()
+    non_streaming_text: bool = False
+    chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # the last one repeats
+    adaptive_chunks: bool = True
 
 
 @dataclass
 class AudioChunk:
-    """One piece of a request's audio: float32 PCM at the model's sample rate, and the codec frames behind it."""
     pcm: np.ndarray
-    codes: np.ndarray                 # int64 (frames, codebooks)
+    codes: np.ndarray
     frame_offset: int
     sample_offset: int
     final: bool = False
-    finish_reason: str | None = None  # on the final chunk: eos | max_frames | length | cancelled
-    sent_at: float = 0.0              # the engine's clock (time.monotonic) when it sent it
+    finish_reason: str | None = None  # eos | max_frames | length | cancelled
+    sent_at: float = 0.0

@@ -1,19 +1,17 @@
-"""Request checks done on the caller's thread, so bad input fails at once with a message a user can act on."""
+"""Request checks on the caller's thread, so bad input fails at once."""
 import dataclasses
 
 from engine.api.request import EngineInputError, SamplingParams, SynthesisRequest
 
 FLOAT32_MAX = 3.4028234663852886e38
-FLOAT32_TINY = 1.1754943508222875e-38     # the least normal float32: below it a positive value loses its precision
+FLOAT32_TINY = 1.1754943508222875e-38
 
 
 class Validator:
     def __init__(self, cfg, voices, max_text_chars: int, check_model):
-        """`voices`: the registered clone voices; `check_model(cfg, voices, request)`: the model's own checks."""
         self.cfg, self.voices, self.max_text_chars, self.check_model = cfg, voices, max_text_chars, check_model
 
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
-        """The request with the checkpoint's sampling defaults filled in, checked."""
         request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.cfg.generation))
         self.check(request)
         return request
@@ -24,7 +22,7 @@ class Validator:
         if len(text) > self.max_text_chars:
             raise EngineInputError("text_too_long", f"text is longer than {self.max_text_chars} characters")
         try:
-            text.encode("utf-8")              # the tokenizer takes no lone surrogates (from JSON's \udcff escapes)
+            text.encode("utf-8")
         except UnicodeEncodeError:
             raise EngineInputError("invalid_request", "text must be valid Unicode (it holds a lone surrogate)") from None
 
@@ -45,7 +43,7 @@ class Validator:
 
 
 def check_sampling(s: SamplingParams) -> None:
-    """Every number as the shared step's tensors hold it (float32, int64), in the range the sampling math takes."""
+    """Every number as the step's float32/int64 tensors hold it."""
     for name in ("temperature", "top_p", "repetition_penalty", "subtalker_temperature", "subtalker_top_p"):
         value = getattr(s, name)
         if not _is_number(value, float) or not FLOAT32_TINY <= value <= FLOAT32_MAX:

@@ -1,4 +1,4 @@
-"""16-bit PCM WAV read/write with the standard library (no audio package needed)."""
+"""16-bit PCM WAV read/write with the standard library."""
 import wave
 
 import numpy as np
@@ -14,7 +14,7 @@ def write_wav(path, pcm: np.ndarray, rate: int = 24000) -> None:
 
 
 def read_wav(path) -> tuple[np.ndarray, int]:
-    """`path`: a file name or a binary file object. Mono float32 in [-1, 1] and the sample rate; multi-channel audio is averaged."""
+    """Mono float32 (channels averaged) and the sample rate."""
     with wave.open(path if hasattr(path, "read") else str(path), "rb") as w:
         width, channels, rate = w.getsampwidth(), w.getnchannels(), w.getframerate()
         raw = w.readframes(w.getnframes())

@@ -1,1 +1,1 @@
-"""The way of a request inside the engine: admission, scheduling, the step, the runner and its graphs, output."""
+"""Engine internals: admission, scheduling, the step, the runner and its graphs, output."""

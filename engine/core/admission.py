@@ -1,35 +1,30 @@
-"""Who may join, decided on the engine thread as a request arrives: a free slot, a step time that leaves the running
-streams real time, and KV memory for what the new stream will need. A request beyond them gets `busy` at once,
-never a place in a queue; no running stream is ever cut to make room."""
+"""Admission as a request arrives: a slot, a step time that keeps real time, KV memory; else `busy` at once."""
 from engine.api.request import EngineInputError
 
-HORIZON_TOKENS = 512           # KV held back per stream whose length is open (41 s of audio); it may grow past it
+HORIZON_TOKENS = 512           # KV held per open-length stream
 
 
 class Admission:
     def __init__(self, max_seqs: int, kv_tokens: int, block_size: int, prompt_tokens, max_step_ms: float | None = None):
-        """prompt_tokens(seq, text_ids): the model's estimate of a stream's prompt."""
         self.max_seqs, self.kv_tokens, self.block_size, self.max_step_ms = max_seqs, kv_tokens, block_size, max_step_ms
         self.prompt_tokens = prompt_tokens
-        self.reserved = 0              # KV tokens held back for the admitted streams and their prefixes
-        self.prefixes: dict = {}       # prefix key -> (admitted streams that start with it, its tokens)
+        self.reserved = 0
+        self.prefixes: dict = {}       # prefix key -> (admitted users, tokens)
         self.refused = 0
 
     def _round(self, tokens: int) -> int:
         return -(-tokens // self.block_size) * self.block_size
 
     def reserve_tokens(self, seq) -> tuple[int, int]:
-        """The KV a stream is expected to fill: its prompt, and a frame (one token) for each frame it may speak;
-        as (its own, its prefix's), the prefix's full blocks being shared by every stream that starts with it."""
+        """Expected KV as (own, prefix's); a prefix's full blocks are shared."""
         r = seq.request
-        text_ids = max(seq.num_text_ids, len(r.text) // 3)        # before its tokenization: ~4 characters an id
+        text_ids = max(seq.num_text_ids, len(r.text) // 3)        # ~4 characters an id before tokenization
         prompt = self.prompt_tokens(seq, text_ids)
         frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
         shared = seq.prefix.length // self.block_size * self.block_size
         return self._round(prompt + min(frames, HORIZON_TOKENS) + 2) - shared, self._round(seq.prefix.length)
 
     def admit(self, seq, active: int, step_ms: float) -> None:
-        """Raises EngineInputError (`busy`, or `text_too_long` for a stream no empty pool could hold)."""
         own, prefix = self.reserve_tokens(seq)
         if own + prefix > self.kv_tokens:
             raise EngineInputError("text_too_long", f"the request needs about {own + prefix} KV tokens; the whole "

@@ -1,4 +1,4 @@
-"""The engine thread: drains the inbox of commands, runs each step, and gives the side work turns between steps."""
+"""The engine thread: drains the inbox, runs each step, gives side work turns between steps."""
 import queue
 import time
 import traceback
@@ -10,10 +10,9 @@ from engine.core.sequence import Sequence, Status
 
 
 class EngineThread:
-    # engine thread --------------------------------------------------------------------------------------------
     def _run(self) -> None:
         if self.model.device.type == "cuda":
-            # The highest priority: work beside the engine gets only the SMs its steps leave idle.
+            # highest priority: work beside the engine gets only the SMs its steps leave idle
             torch.cuda.synchronize(self.model.device)
             torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
         while not self._stop:
@@ -26,7 +25,7 @@ class EngineThread:
             self._follow(self.side_work.close())
             try:
                 self.isolation.run(self.loop.step)
-            except Exception as exc:          # a failed step ends the stream(s) that made it fail, never the engine
+            except Exception as exc:          # a failed step ends only the stream(s) that made it fail
                 self.errors += 1
                 traceback.print_exc()
                 self.loop.drop_in_flight()
@@ -39,15 +38,13 @@ class EngineThread:
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _offer_turn(self) -> None:
-        """A turn to waiting side work (core/side_work.py) from the listeners' slack, past a reserve for the next step
-        and its audio's read."""
         if self.side_work.wanted is None:
             return
         slack = self.scheduler.slack_s(self.clock.monotonic())
         self._follow(self.side_work.offer(slack, max(0.1, 3 * self.loop.step_s), lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):
-        """What the listeners need meanwhile goes out first; the turn follows all of the step, its decode too."""
+        """The turn follows all of the step, its decode too."""
         self.loop.audio.send(slack)
         self.runner.join_decode()
         return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
@@ -58,19 +55,18 @@ class EngineThread:
             torch.cuda.current_stream().wait_event(done)
 
     def _drain(self, wait_s: float) -> None:
-        """Apply every queued command, waiting up to `wait_s` for the first one."""
         try:
             cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
             while True:
                 try:
                     self._apply(cmd)
-                except Exception:             # a bad command must never stop the engine thread
+                except Exception:
                     self.errors += 1
                     traceback.print_exc()
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
-        self.loop.settle_text()               # the text appended meanwhile, tokenized once per stream
+        self.loop.settle_text()
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]
 
@@ -84,7 +80,7 @@ class EngineThread:
                 self.seqs[seq.id] = seq
             except EngineInputError as exc:
                 seq.handle.deliver(exc)
-            except Exception as exc:            # e.g. reference audio the encoders cannot take
+            except Exception as exc:
                 seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
         elif kind == "voice":
             self.voices.compute(*args)

@@ -1,19 +1,11 @@
-"""CUDA graphs per batch-size bucket: a stage is captured once per (bucket, variant) and replayed with its
-inputs copied into static buffers. Rows past the real batch are padding (scratch slot, ignored outputs).
-
-With graphs off (CPU, or `use_graphs=False`) the same padded call runs eagerly, so both paths execute the
-same kernels on the same shapes and give the same results."""
+"""CUDA graphs per batch-size bucket; padding rows use the scratch slot. Off, the same padded call runs eagerly."""
 import functools
 
 import torch
 
 
 def capture_graph(fn, inputs: list, pool=None, warmups: int = 1, stream=None):
-    """A CUDA graph of fn(*inputs) and its output, after warm-up runs on a side stream (lazy initialisation and
-    cuDNN's algorithm choice happen there, outside the graph). `stream`: where to warm up and capture (default: a
-    new stream, then the process's capture stream). cuBLAS keeps a workspace per stream and a graph keeps the one
-    of its capture stream: graphs that replay concurrently on different streams must be captured on different
-    streams."""
+    """Concurrently replayed graphs need distinct capture streams (a graph keeps its stream's cuBLAS workspace)."""
     side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -28,14 +20,13 @@ def capture_graph(fn, inputs: list, pool=None, warmups: int = 1, stream=None):
 
 def buckets_up_to(n: int) -> list[int]:
     sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]
-    sizes += list(range(320, max(n, 256) + 64, 64))     # <= 20% padding; fewer graphs to capture at start-up
+    sizes += list(range(320, max(n, 256) + 64, 64))     # <= 20% padding
     return [b for b in sizes if b < n] + [n]
 
 
 class StagedGraphs:
     def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None):
-        """fn(variant, *inputs) -> tensor; pads[i]: fill value of input i's padding rows. Graphs that replay beside
-        others need a pool and a capture `stream` of their own."""
+        """pads[i]: fill value of input i's padding rows."""
         self.fn, self.pads, self.buckets, self.use_graphs = fn, pads, buckets, use_graphs
         self.pool, self.stream = pool, stream
         self.graphs: dict = {}
@@ -53,7 +44,7 @@ class StagedGraphs:
 
     def __call__(self, variant, *inputs):
         batch = inputs[0].shape[0]
-        if batch > self.buckets[-1]:               # beyond the largest graph: the same function, eagerly
+        if batch > self.buckets[-1]:
             return self.fn(variant, *inputs)
         bucket = self.bucket(batch)
         if not self.use_graphs:

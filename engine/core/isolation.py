@@ -1,9 +1,4 @@
-"""After a step fails: find the stream(s) that made it fail and end only those.
-
-The active streams become suspects, split in two groups. Each following step runs one group alone (the other streams
-wait a step): a group whose step succeeds is cleared, one whose step fails again is split, until a stream fails
-alone. It ends with `generation_failed`, not retryable: its input would fail again. The server's own faults (out of
-memory, a broken device) end every stream with the error itself, which callers may retry."""
+"""After a failed step, bisect the streams to end only the one(s) that made it fail; server faults end all."""
 from collections import deque
 
 import torch
@@ -17,11 +12,10 @@ SERVER_FAULTS = (torch.OutOfMemoryError, getattr(torch, "AcceleratorError", torc
 class FaultIsolation:
     def __init__(self, scheduler):
         self.scheduler = scheduler
-        self.groups: deque[list[Sequence]] = deque()      # suspects still to clear, one group per step
-        self.probing: list[Sequence] | None = None        # the group of the step in progress
+        self.groups: deque[list[Sequence]] = deque()
+        self.probing: list[Sequence] | None = None
 
     def run(self, step) -> None:
-        """step(), on the next group of suspects alone if there are any."""
         sched = self.scheduler
         while self.groups and not any(s.status is not Status.FINISHED for s in self.groups[0]):
             self.groups.popleft()
@@ -40,7 +34,6 @@ class FaultIsolation:
         self.probing = None
 
     def failed(self, exc: Exception) -> list[tuple[Sequence, Exception]]:
-        """The streams to end for the step that raised `exc`, with their errors; the others go on."""
         sched, group = self.scheduler, self.probing
         self.probing = None
         for s in [s for s in sched.running if s.num_c0 == 0]:         # admitted, not prefilled: they wait again

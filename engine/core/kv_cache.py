@@ -1,11 +1,4 @@
-"""Paged KV cache for the talker: a pool of fixed-size blocks and a block table per stream slot.
-
-The host hands out blocks (`start`, `grow`, `release`); a stream's table starts with the full blocks of its prompt's
-prefix, shared with every stream of that prefix (prefix_cache.py). The device keeps every slot's block table and
-learns only the blocks taken since the last step (`sync_tables`); a prefix is prefilled through a table row of its
-own, after the stream slots'. Every new token (a prompt's during prefill, one per stream during decode) is a query
-row: `locate` finds its cache slot and context on the device, from its table row and position, and `attend` writes
-the rows' keys and values, then reads each row's live tokens only."""
+"""Paged KV cache for the talker; streams of one prompt prefix share its full blocks (prefix_cache.py)."""
 from collections import deque
 
 import torch
@@ -36,7 +29,6 @@ class PagedKVCache:
         return max(0, self._blocks(seq.num_tokens + new_tokens) - len(seq.block_table))
 
     def available(self) -> int:
-        """Blocks free, or held by cached prefixes no stream uses."""
         return len(self.free_blocks) + self.prefixes.idle_blocks
 
     def _take(self, n: int) -> list[int]:
@@ -51,7 +43,6 @@ class PagedKVCache:
         seq.block_table += self._take(self.blocks_needed(seq, new_tokens))
 
     def _own_blocks(self, prompt) -> int:
-        """A new stream's blocks after its prefix's full ones: its prompt and its first frame."""
         return self._blocks(prompt.length + 1) - prompt.prefix.length // self.block_size
 
     def can_start(self, prompt) -> bool:
@@ -61,12 +52,10 @@ class PagedKVCache:
         return prefix + self._own_blocks(prompt) <= available
 
     def prefill_tokens(self, prompt) -> int:
-        """Rows a new stream adds to the prefill: its own, and its prefix's unless cached."""
         return prompt.rows.shape[0] + (0 if prompt.prefix.key in self.prefixes.entries else prompt.prefix.length)
 
     def start(self, seq, prompt) -> None:
-        """A new stream's blocks: its prefix's full ones shared (the prefix taken into the cache first), then its
-        own: its prompt's rows after the prefix, starting with its copy of the prefix's partial last block."""
+        """Shares the prefix's full blocks; the stream's own start with a copy of its partial last block."""
         prefix = prompt.prefix
         entry = self.prefixes.get(prefix.key)
         if entry is None:
@@ -84,7 +73,6 @@ class PagedKVCache:
         seq.cached_prefix, seq.block_table, seq.synced_blocks = None, [], 0
 
     def copy_partial_blocks(self, seqs) -> None:
-        """Each new stream's copy of its prefix's partial last block, which its own rows continue: one copy."""
         pairs = [(s.cached_prefix.blocks[-1], s.block_table[len(s.cached_prefix.blocks) - 1]) for s in seqs
                  if s.cached_prefix.length % self.block_size]
         if pairs:
@@ -95,14 +83,11 @@ class PagedKVCache:
             self.v[:, dst.flatten()] = self.v[:, src.flatten()]
 
     def prefix_table_rows(self, entries) -> list[int]:
-        """Table rows through which `entries` (prefixes not prefilled yet) are prefilled: one each, after the
-        stream slots'."""
         rows = [self.stream_slots + i for i in range(len(entries))]
         self._write_tables([(r, i, b) for r, e in zip(rows, entries) for i, b in enumerate(e.blocks)])
         return rows
 
     def sync_tables(self, seqs) -> None:
-        """Blocks taken since the last sync into the device tables: a few entries per step, one copy."""
         new = [(s.slot, i, s.block_table[i]) for s in seqs for i in range(s.synced_blocks, len(s.block_table))]
         for s in seqs:
             s.synced_blocks = len(s.block_table)
@@ -114,9 +99,7 @@ class PagedKVCache:
             self.tables[rows, cols] = blocks
 
     def locate(self, stream_slots: torch.Tensor, positions: torch.Tensor, one_per_stream: bool = False) -> None:
-        """The step's rows (one per new token: its table row, a stream's slot or a prefix's, and position) -> where
-        each writes and reads.
-        `one_per_stream` (decode): no row reads another's key, so attention may write them as it goes."""
+        """one_per_stream (decode): no row reads another's key, so attention may write them as it goes."""
         self.one_per_stream = one_per_stream
         tables = self.tables[stream_slots]
         blocks = tables.gather(1, (positions // self.block_size)[:, None])[:, 0]

@@ -1,14 +1,11 @@
-"""The talker's KV cache sized by what the GPU has left, as vLLM's --gpu-memory-utilization does: of `utilization`
-times the card's memory, what the weights, state buffers and anything else loaded (side models) leave once the
-stages' graphs have their memory (each stage run once eagerly at its largest bucket, scaled by what capture was seen
-to take); every remaining byte holds KV blocks."""
+"""Sizes the KV cache from what the GPU has left, as vLLM's --gpu-memory-utilization does."""
 import logging
 
 import torch
 
 log = logging.getLogger("qwen_tts_engine")
 GIB = 1 << 30
-MARGIN = GIB                  # graphs' static buffers, cuDNN workspaces, fragmentation
+MARGIN = GIB
 
 
 def block_bytes(runner) -> int:
@@ -16,13 +13,13 @@ def block_bytes(runner) -> int:
     return 2 * cfg.num_layers * runner.block_size * cfg.num_kv_heads * cfg.head_dim * kv.k.element_size()
 
 
-GRAPH_FACTOR = 2.5            # 1,024 slots on an H100: graphs took 6.0 GiB where one eager pass per stage took 2.7
+GRAPH_FACTOR = 2.5            # capture takes more than one eager pass per stage
 
 
 def kv_blocks_for_memory(runner, utilization: float) -> int:
     graphs = int(GRAPH_FACTOR * runner.graph_bytes())
     free, total = torch.cuda.mem_get_info(runner.device)
-    in_use = total - free                       # weights, buffers, the CUDA context, other loaded models
+    in_use = total - free
     budget = int(utilization * total) - in_use - graphs - MARGIN
     blocks = max(0, budget // block_bytes(runner))
     log.info("KV cache: %.1f GiB = %.2f x %.1f GiB - %.1f GiB in use - %.1f GiB for graphs - %.1f GiB margin: "

@@ -1,10 +1,4 @@
-"""Frames on their way to the listeners: device-to-host copies in flight, each stream's pending frames, and
-chunks sent by size or by the listener's deadline.
-
-A step's audio is read one step later when it can wait: the host then queues the next step while the GPU runs this
-one, instead of waiting for this step's codec. It can wait when the batch is large (the host's per-stream work
-outlasts a stage), or when every stream of it has a margin of audio ahead of its listener. Otherwise (a first chunk,
-a listener about to run dry) it is read at once."""
+"""Frames on their way to the listeners. Audio is read a step late when it can wait, so the host runs ahead."""
 import itertools
 from collections import deque
 
@@ -17,8 +11,8 @@ from engine.models.base import AudioFormat
 class AudioOut:
     def __init__(self, scheduler, audio: AudioFormat, clock, read_later_from: int = 64):
         self.scheduler, self.audio, self.clock, self.read_later_from = scheduler, audio, clock, read_later_from
-        self.in_flight: deque = deque()        # (streams, kept flags, HostCopy of codes and PCM)
-        self.fresh = False                     # the newest copy was added this step
+        self.in_flight: deque = deque()
+        self.fresh = False
 
     def add(self, streams: list, kept: list[bool], copy) -> None:
         for s in itertools.compress(streams, kept):
@@ -38,7 +32,6 @@ class AudioOut:
         return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)
 
     def flush(self, margin_s: float, first: int = 1) -> None:
-        """Reads the copies that are due into their streams, then sends every chunk that is due."""
         keep = int(self.fresh and self._can_wait(self.in_flight[-1][0], margin_s))
         self.fresh = False
         while len(self.in_flight) > keep:
@@ -50,8 +43,6 @@ class AudioOut:
         self.send(margin_s, first)
 
     def send(self, margin_s: float, first: int = 1) -> None:
-        """Sends every chunk that is due: full (a first chunk: at least `first` frames), final, or its listener has
-        less than `margin_s` of audio left."""
         now = self.clock.monotonic()
         for s in list(self.scheduler.running):
             if not s.should_send(now, margin_s, first):

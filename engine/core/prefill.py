@@ -1,12 +1,11 @@
-"""Runs of prompt rows through the prefill stage, in groups that fit its largest graph. A run is a table row (a
-stream's slot, or a prefix's: kv_cache.py), the position of its first row, and its rows."""
+"""Runs of prompt rows through the prefill stage, grouped to fit its largest graph."""
 import torch
 
 from engine.core.transfer import upload
 
 
 def prefill_runs(stage, runs: list[tuple[int, int, torch.Tensor]], device) -> torch.Tensor:
-    """Each run's rows into the KV cache -> each run's last hidden state [len(runs), H]."""
+    """(table row, first position, rows) runs -> each run's last hidden state."""
     last, group, tokens = [], [], 0
     for run in runs:
         if group and tokens + run[2].shape[0] > stage.buckets[-1]:

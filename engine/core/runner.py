@@ -1,9 +1,4 @@
-"""Runs the model's stages for a batch of sequences.
-
-Every stream owns a slot: its sampling parameters and the model's per-stream state live in slot-indexed device
-buffers, so a stage needs only the slots of its batch. The per-frame stages (predict, talk, decode) are pure tensor
-functions: eager on the CPU, captured as CUDA graphs per batch bucket on the GPU. Slot `max_seqs` is scratch for
-padding rows."""
+"""Runs the model's stages on slot-indexed device state; slot `max_seqs` is scratch for padding rows."""
 import math
 
 import torch
@@ -15,14 +10,14 @@ from engine.core.transfer import HostCopy, upload
 from engine.models.base import Prompt
 from engine.models.sampling import SlotSampling
 
-MAX_CONTEXT = 8192 + 1024          # frames budget + a long prompt
-PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]     # tokens per prefill graph; larger runs eagerly
+MAX_CONTEXT = 8192 + 1024
+PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 
 
 class ModelRunner:
     def __init__(self, model, max_seqs: int, kv_blocks: int | None, block_size: int = 16,
                  use_graphs: bool | None = None, side_decode: bool = False):
-        """kv_blocks None: the cache is allocated later (allocate_kv), once what the stages need is measured."""
+        """kv_blocks None: allocate_kv later, once the stages' memory is measured."""
         self.model, self.device = model, model.device
         self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
         n = max_seqs + 1
@@ -33,10 +28,9 @@ class ModelRunner:
         model.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
-        s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None   # one memory pool for all
+        s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
-        # The codec decodes a step's frames on a stream of its own, beside the talker step queued after it.
         self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs and side_decode else None
         side = self.codec_stream is not None
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs,
@@ -49,14 +43,12 @@ class ModelRunner:
         return upload(values, dtype, self.device)
 
     def allocate_kv(self, blocks: int) -> None:
-        """The paged cache of `blocks` blocks and a scratch block; before the graphs are captured (they hold its
-        address)."""
+        """Before capture: the graphs hold its address."""
         self.kv = None
         self.kv = PagedKVCache(self.model.kv_layout, blocks + 1, self.block_size, self.scratch + 1, self.max_blocks,
                                self.model.dtype, self.device)
 
     def _stage_inputs(self) -> list:
-        """(stage, variant, empty inputs) of every graph variant: what capture and profiling run."""
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.model.hidden_size, dtype=self.model.dtype, device=self.device)
@@ -68,9 +60,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def capture_all(self) -> None:
-        """Capture every stage for every batch bucket up front, so no stream pays for a capture. Largest first: a
-        smaller graph then fits in the memory a larger one freed in their shared pool (smallest first, each larger
-        one would grow the pool by nearly its whole size)."""
+        """Largest first, so smaller graphs reuse the shared pool's memory."""
         graphs = [(bucket, stage, variant, like) for stage, variant, like in self._stage_inputs()
                   for bucket in stage.buckets]
         for bucket, stage, variant, like in sorted(graphs, key=lambda g: -g[0]):
@@ -78,8 +68,6 @@ class ModelRunner:
 
     @torch.inference_mode()
     def graph_bytes(self) -> int:
-        """Device memory the captured graphs will hold: each stage run once, eagerly, at its largest bucket. The
-        decode's graphs have a pool of their own beside the others' shared one."""
         peaks = {}
         for stage, variant, like in self._stage_inputs():
             torch.cuda.synchronize()
@@ -92,16 +80,13 @@ class ModelRunner:
         torch.cuda.empty_cache()
         return peaks.pop(self.decode_stage) + max(peaks.values())
 
-    # per-stream setup ------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def start(self, seqs) -> None:
-        """New streams: sampling parameters into their slots, the model's fresh state."""
         self.join_decode()                   # a slot's last decode (its previous stream's) may still run
         slots = self._tensor([s.slot for s in seqs])
         self.sampling.write(slots, seqs)
         self.model.reset(slots, seqs)
 
-    # stages: the model's, on this runner's KV cache and sampling parameters ------------------------------------
     def _predict_core(self, all_greedy, slots):
         return self.model.predict(slots, self.sampling, all_greedy)
 
@@ -119,12 +104,8 @@ class ModelRunner:
     def _decode_core(self, _, slots, codes):
         return self.model.decode(slots, codes)
 
-    # batch entry points ----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
-        """Prompts into the KV cache and each stream's first codebook-0 id. The scheduler took their blocks when it
-        chose them. Prefixes not cached yet are prefilled first (each through a table row of its own), then each
-        stream gets its copy of its prefix's partial block and prefills only its own rows."""
         new = list({id(s.cached_prefix): (s.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
                      if not s.cached_prefix.filled}.values())
         if new:
@@ -148,15 +129,13 @@ class ModelRunner:
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
-        """Complete each sequence's frame: [B, K] codes (device)."""
         for s in seqs:
             s.has_c0 = False
         return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
-        """One talker step: last frame's codes + a text row -> next codebook-0 id per sequence (device).
-        The caller has taken the KV block for the new token."""
+        """The caller has taken the KV block for the new token."""
         self.kv.sync_tables(seqs)
         c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
                              self._tensor([s.num_tokens for s in seqs]),
@@ -169,12 +148,10 @@ class ModelRunner:
 
     @torch.inference_mode()
     def decode(self, seqs, codes: torch.Tensor) -> HostCopy:
-        """One new frame per stream [B, K] -> its codes and float32 PCM [B, samples], on their way to the host."""
         slots = self._tensor([s.slot for s in seqs])
         if self.codec_stream is None:
             return HostCopy(codes, self.decode_stage(None, slots, codes))
-        # Out of the graph pool first: the talker graph that runs beside the decode may reuse the predict graph's
-        # output memory (graphs of one pool assume they never overlap). The last decode must have read its codes.
+        # the talker graph beside the decode may reuse the predict output's memory
         self.join_decode()
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
@@ -184,7 +161,6 @@ class ModelRunner:
         return out
 
     def join_decode(self) -> None:
-        """Work queued from now on follows the last decode. Only what touches its inputs waits (the next decode's
-        codes, a new stream's codec state): the next predict and talker step run beside its tail."""
+        """Work queued from now on follows the last decode."""
         if self.codec_stream is not None:
             torch.cuda.current_stream().wait_stream(self.codec_stream)

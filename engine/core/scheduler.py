@@ -1,4 +1,4 @@
-"""Continuous batching: which waiting sequences join (slots, KV blocks, prefill budget), and finishing."""
+"""Continuous batching: which waiting sequences join (slots, KV blocks, prefill budget)."""
 from collections import deque
 
 from engine.core.sequence import Sequence, Status
@@ -18,23 +18,16 @@ class Scheduler:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        """Something to compute or to finish now. A waiting sequence with no text yet (or no free slot), or a
-        running one waiting for text, needs no step."""
         return any(s.has_c0 or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
-        """Frames kept back for a larger chunk: they go out once the listener's buffer runs low."""
         return any(s.pending for s in self.running)
 
     def admitting(self) -> bool:
-        """A waiting sequence can join now (it has text and a slot is free)."""
         return bool(self.free_slots) and any(s.num_text_ids or s.closed for s in self.waiting)
 
     def slack_s(self, now: float, listening: bool = False) -> float:
-        """How long the engine could pause before a listener runs dry: the least audio ahead of a stream still
-        generating (0 while a stream waits for its first chunk, or for a free slot; one waiting for text counts while
-        its listener has audio: the text may come at any moment); `listening`: only streams whose listener has
-        started."""
+        """How long the engine could pause before a listener runs dry."""
         if not listening and self.admitting():
             return 0.0
         ahead = ((s, s.ahead_s(now)) for s in self.running if s.finish_reason is None and
@@ -42,13 +35,11 @@ class Scheduler:
         return min((a for s, a in ahead if s.text_ready() or a > 0), default=float("inf"))
 
     def add(self, seq: Sequence, step_ms: float) -> None:
-        """Raises EngineInputError `busy` when the engine is at capacity (admission.py)."""
         self.admission.admit(seq, self.num_active, step_ms)
         self.waiting.append(seq)
 
     def admit(self, build_prompt, now: float) -> tuple[list[Sequence], list]:
-        """Waiting sequences whose prompt is ready, within the slot, KV and prefill-token budgets. While a listener
-        has little audio, a quarter of the prefill budget: a long prefill step would leave it dry."""
+        """A quarter of the prefill budget while a listener runs low: a long prefill would leave it dry."""
         seqs, prompts, tokens = [], [], 0
         budget = self.max_prefill_tokens
         if self.admitting() and self.slack_s(now, listening=True) < LOW_BUFFER_S:
@@ -63,7 +54,7 @@ class Scheduler:
             if seqs and tokens + n > budget or not self.kv.can_start(prompt):
                 break
             self.waiting.remove(seq)
-            self.kv.start(seq, prompt)      # taken now: the next candidate sees only the blocks still free
+            self.kv.start(seq, prompt)
             seq.slot = self.free_slots.popleft()
             seq.status = Status.RUNNING
             self.running.append(seq)
@@ -73,7 +64,6 @@ class Scheduler:
         return seqs, prompts
 
     def requeue(self, seq: Sequence) -> None:
-        """A stream admitted by a step that failed before its prefill: it waits again, as if new."""
         self.running.remove(seq)
         self.free_slots.appendleft(seq.slot)
         self.kv.release(seq)

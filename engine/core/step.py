@@ -1,6 +1,4 @@
-"""One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out.
-
-The stages are the model's (models/base.py); how a request's prompt is laid out is the model's too."""
+"""One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out."""
 import itertools
 import time
 from collections import defaultdict
@@ -25,14 +23,14 @@ class StepLoop:
     def __init__(self, model, runner, scheduler, clock):
         self.model, self.runner, self.scheduler, self.clock = model, runner, scheduler, clock
         self.intake = TextIntake(model.tokenizer, len(model.tokenizer.encode(model.text_prefix)))
-        self.max_context = runner.max_blocks * runner.kv.block_size     # the decode block table's width
+        self.max_context = runner.max_blocks * runner.kv.block_size
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
         self.frames_total = 0
-        self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)   # the last talk's streams and ids
+        self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)
         self.audio = AudioOut(scheduler, model.audio, clock)
-        self.step_s = 0.0                      # moving average of a step's wall time, with the host's work between
-        self.ended = 0.0                       # steps (inbox, text, turns) when it follows at once: a frame's cadence
-        self.profile = False                  # synchronize and time each stage (benchmarks only)
+        self.step_s = 0.0                      # includes the host work between steps
+        self.ended = 0.0
+        self.profile = False
         self.reset_profile()
 
     def reset_profile(self) -> None:
@@ -55,13 +53,11 @@ class StepLoop:
             torch.cuda.synchronize()
         self.stage_s[name] += time.perf_counter() - t0
 
-    # request intake (engine thread) ---------------------------------------------------------------------------
     def admit_request(self, seq: Sequence, voices) -> None:
         self.model.prepare(seq, voices)
-        self.intake.add(seq)                  # its text is tokenized with the other streams' after the inbox
+        self.intake.add(seq)
 
     def update_text(self, seq: Sequence, text: str, closed: bool) -> None:
-        """O(len(text)): tokenized by settle_text() once the inbox is drained."""
         self.intake.add(seq, text, closed)
 
     def settle_text(self) -> None:
@@ -69,14 +65,13 @@ class StepLoop:
             self.end(seq, "error", error)
 
     def end(self, seq: Sequence, reason: str, error: Exception | None = None) -> None:
-        """Stop a stream now (cancel, error): frees everything it holds; no more audio for it."""
         self.scheduler.finish(seq, reason)
         audio = self.model.audio
         seq.handle.deliver(error or AudioChunk(np.zeros(0, np.float32), np.zeros((0, audio.num_codebooks), np.int64),
                                                seq.frames, seq.frames * audio.samples_per_frame, True, reason))
 
     def _prompt(self, s: Sequence):
-        """The prompt to prefill, or None while text is missing; a prompt that can never fit ends its stream."""
+        """A prompt that can never fit ends its stream."""
         prompt = self.model.prompt(s)
         if prompt is not None and prompt.length > self.max_prompt:
             self.end(s, "error", EngineInputError("text_too_long", f"the prompt ({prompt.length} tokens) "
@@ -84,7 +79,6 @@ class StepLoop:
             return None
         return prompt
 
-    # the step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
         runner, sched = self.runner, self.scheduler
         self.steps += 1
@@ -102,8 +96,8 @@ class StepLoop:
             with self._stage("predict"):
                 codes = runner.predict(ready)
             with self._stage("decode"):
-                frames = runner.decode(ready, codes)      # decodes and copies beside the talker and the next predict
-        self._take_eos()                  # the last talk's ids: done by now, or done before this step's frames
+                frames = runner.decode(ready, codes)
+        self._take_eos()
         kept = [s.finish_reason is None for s in ready]              # an EOS stream's frame was not a frame
         for s in itertools.compress(ready, kept):
             s.frames += 1
@@ -111,51 +105,47 @@ class StepLoop:
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         talkers, text_ids, stalled = [], [], []
-        for s in list(sched.running):           # streams with a finished frame whose next text row is here
+        for s in list(sched.running):
             if s.has_c0 or s.finish_reason:
                 continue
-            if s.num_tokens + 1 > self.max_context:   # the stream's context is full: it ends like a frame cap
+            if s.num_tokens + 1 > self.max_context:
                 s.finish_reason = "length"
                 continue
-            if not runner.kv.can_grow(s, 1):    # past its reservation with the cache full: it waits for a block
+            if not runner.kv.can_grow(s, 1):
                 stalled.append(s)
                 continue
             tid = s.next_text_id(self.model.text_pad, self.model.text_eos)
             if tid is not None:
-                runner.kv.grow(s, 1)            # taken now: the next stream's check sees only the blocks still free
+                runner.kv.grow(s, 1)
                 talkers.append(s)
                 text_ids.append(tid)
         if stalled and not talkers and not ready:  # no stream can free a block: the youngest gives its own
             self.end(stalled[-1], "error", KVCacheFull(f"the KV cache is full ({stalled[-1].num_tokens} tokens in "
                                                        "this stream); retry"))
         if talkers:
-            with self._stage("talk"):        # its ids are read next step: no wait here for the talker to finish
+            with self._stage("talk"):
                 self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
         with self._stage("host"):
             if frames is not None:
                 self.audio.add(ready, kept, frames)
             now = time.perf_counter()
-            between = started - self.ended if started - self.ended < 0.1 else 0.0     # not an idle wait
+            between = started - self.ended if started - self.ended < 0.1 else 0.0
             self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
-            # A few steps of audio stay at the listener. A first chunk must last until the next frame comes: past two
-            # steps (a step that also prefills joining streams is longer), or in a burst of new streams, it holds two.
+            # a first chunk must last until the next frame comes
             first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > self.model.audio.frame_s else 1
             self.audio.flush(max(0.3, 4 * self.step_s), first)
 
     def drop_in_flight(self) -> None:
-        """After a failed step: nothing of it is read."""
         self.talked = ([], None)
         self.audio.drop()
 
     def _take_eos(self) -> None:
-        """Streams whose last codebook-0 id was EOS end (their pending audio still goes out); a stream whose logits
-        went non-finite ends with an error."""
         talkers, ids = self.talked
         self.talked = ([], None)
         if ids is None:
             return
         for s, c in zip(talkers, ids.wait()[0].tolist()):
-            if s.status is not Status.RUNNING:                 # (a stream cancelled meanwhile is gone)
+            if s.status is not Status.RUNNING:
                 continue
             if c == self.model.eos:
                 s.has_c0 = False

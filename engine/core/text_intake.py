@@ -1,24 +1,20 @@
-"""Text intake at O(new text) per append: the ids of a stream's text that no later text can change settle once;
-only the unsettled tail, with what arrived since, is tokenized again, once per step for all streams in one call."""
+"""Text intake at O(new text) per append: only the unsettled tail is tokenized again."""
 from engine.api.request import EngineInputError
 from engine.core.sequence import Sequence, Status
 
 
 class TextIntake:
     def __init__(self, tokenizer, role_ids: int):
-        """role_ids: how many ids the text prefix that Sequence.unsettled starts with gives."""
         self.tokenizer, self.role_ids = tokenizer, role_ids
-        self.changed: dict[int, Sequence] = {}      # streams with text or a close not tokenized yet
+        self.changed: dict[int, Sequence] = {}
 
     def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:
-        """O(len(text)): the text waits for settle()."""
         if text:
             seq.unsettled.append(text)
         seq.closed = seq.closed or closed
         self.changed[seq.id] = seq
 
     def settle(self) -> list[tuple[Sequence, EngineInputError]]:
-        """Tokenize the changed streams' unsettled text; returns the streams to end, with why."""
         if not self.changed:
             return []
         seqs = [s for s in self.changed.values() if s.status is not Status.FINISHED]
@@ -48,8 +44,6 @@ class TextIntake:
             return None
 
     def _commit(self, seq: Sequence, ids: list[int], count: int) -> None:
-        """ids: the tail's whole encoding, its first `count` final. The role ids are read before they are final,
-        as the whole text's encoding gives them now."""
         role = max(0, self.role_ids - seq.settled)
         if role:
             seq.role_ids = seq.role_ids[:self.role_ids - role] + ids[:role]

@@ -1,15 +1,8 @@
-"""Host <-> device transfers that never make the host wait for the device's queue.
-
-A plain `.to("cuda")` of host memory synchronizes the stream: the host waits until every kernel queued before it
-has run, so it cannot prepare the next step while the GPU computes this one. Uploads are staged in pinned memory
-instead (the caching host allocator keeps a block until its copy has run) and queued behind the work so far;
-downloads land in pinned memory and are awaited only where they are read."""
+"""Host <-> device transfers through pinned memory: a pageable `.to("cuda")` would sync the stream."""
 import torch
 
 
 def upload(values, dtype: torch.dtype | None = None, device=None) -> torch.Tensor:
-    """A list, numpy array or CPU tensor (in `dtype`, default its own) -> a tensor on `device`, queued (no wait)
-    where that is a GPU."""
     host = torch.as_tensor(values, dtype=dtype)
     if device is None or torch.device(device).type != "cuda" or host.is_cuda:
         return host.to(device)
@@ -17,7 +10,6 @@ def upload(values, dtype: torch.dtype | None = None, device=None) -> torch.Tenso
 
 
 class HostCopy:
-    """Device-to-host copies into pinned memory, started now (behind the work queued so far), awaited later."""
 
     def __init__(self, *tensors: torch.Tensor):
         self.event = None

@@ -1,1 +1,1 @@
-"""The implementations of the ops (Triton kernels and their torch definitions), chosen by registry.py."""
+"""Triton kernels and their torch definitions, chosen by registry.py."""

@@ -1,15 +1,11 @@
-"""Attention for the code predictor's per-frame cache: every row of the batch is at the same position, at most 16.
-
-One Triton program per (stream, KV head) writes the new keys and values into the dense cache and attends its
-query heads over the cache, so a pass costs one kernel instead of two cache copies, the attention and a layout
-copy. The torch code (CPU, tests) is the definition."""
+"""Attention over the code predictor's per-frame cache; every row of the batch is at the same position."""
 import torch
 import torch.nn.functional as F
 
 try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
 
@@ -33,19 +29,19 @@ if triton is not None:
                                 ROWS: tl.constexpr, POSITIONS: tl.constexpr, IEEE: tl.constexpr):
         b, kvh = tl.program_id(0), tl.program_id(1)
         dims = tl.arange(0, D)
-        t = tl.arange(0, NEW)                                          # this frame's new positions
+        t = tl.arange(0, NEW)
         new = (b * n + t)[:, None]
         head_dims = kvh * D + dims[None, :]
         cached = b * stride_cb + ((start + t)[:, None] * KV_HEADS + kvh) * D + dims[None, :]
         tl.store(ck_ptr + cached, tl.load(k_ptr + new * stride_k + head_dims, mask=t[:, None] < n), mask=t[:, None] < n)
         tl.store(cv_ptr + cached, tl.load(v_ptr + new * stride_v + head_dims, mask=t[:, None] < n), mask=t[:, None] < n)
-        tl.debug_barrier()                                             # the stores above are read below
+        tl.debug_barrier()
         p = tl.arange(0, POSITIONS)
         live_p = p < start + n
         kv = b * stride_cb + (p[:, None] * KV_HEADS + kvh) * D + dims[None, :]
         keys = tl.load(ck_ptr + kv, mask=live_p[:, None], other=0.0)
         values = tl.load(cv_ptr + kv, mask=live_p[:, None], other=0.0)
-        r = tl.arange(0, ROWS)                                         # row = head in group * n + new position
+        r = tl.arange(0, ROWS)
         head, pos = kvh * GROUP + r // n, r % n
         live_r = r < GROUP * n
         q_offs = ((b * n + pos) * (KV_HEADS * GROUP) + head)[:, None] * D + dims[None, :]
@@ -59,7 +55,7 @@ if triton is not None:
 
 
 def fits(q, k, v, *_) -> bool:
-    return all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in (k, v))    # heads packed, rows may be apart
+    return all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in (k, v))
 
 
 def dense_attention(q, k, v, cache_k, cache_v, start: int, scale: float):

@@ -1,18 +1,13 @@
-"""The decoder layer for a few rows (a stream's frame, a small batch) as five Triton kernels: RMSNorm + q/k/v, q/k
-norm + RoPE, output projection + residual, RMSNorm + gate/up + SwiGLU, down + residual.
-
-At 1-16 rows a layer's time is its kernel count (the compiled path launched about 16 per layer); the products read
-the weights as fast as cuBLAS (bench/skinny_probe.py). The rows pad to one 16-row tensor-core tile, so up to
-TILE_ROWS rows cost what one does. layer_math.py stays the definition."""
+"""The decoder layer for at most TILE_ROWS rows in five Triton kernels: at few rows, launches dominate."""
 import torch
 
-try:          # TRITON_INTERPRET=1 runs the kernels on CPU tensors (the tests)
+try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
-TILE_ROWS = 16          # the most rows these kernels take
+TILE_ROWS = 16
 
 
 if triton is not None:
@@ -30,7 +25,6 @@ if triton is not None:
     @triton.jit
     def _rows(x_ptr, stride_x, norm_ptr, rstd, k0, M, K: tl.constexpr, NORM: tl.constexpr, ROWS: tl.constexpr,
               BLOCK_K: tl.constexpr):
-        """A [ROWS, BLOCK_K] tile of the input, RMS-normed as layer_math.rms_norm rounds it."""
         rows = tl.arange(0, ROWS)
         cols = k0 + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :],
@@ -43,7 +37,6 @@ if triton is not None:
     @triton.jit
     def _product(x_ptr, stride_x, norm_ptr, w_ptr, out_rows, M, K: tl.constexpr, eps, NORM: tl.constexpr,
                  ROWS: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
-        """(normed) x [M, K] @ W[out_rows, :]^T as a float32 [ROWS, len(out_rows)] tile."""
         rstd = tl.zeros([ROWS], tl.float32)
         if NORM:
             rstd = _rstd(x_ptr, stride_x, M, K, eps, ROWS, BLOCK_K)
@@ -59,7 +52,6 @@ if triton is not None:
     @triton.jit
     def _qk_norm_rope_kernel(qkv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, M, stride_qkv, stride_cs, eps,
                              HEADS: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr, ROWS: tl.constexpr):
-        """Per-head RMSNorm, then RoPE (rotate-half), of one q or k head of the packed projection."""
         head = tl.program_id(0)
         half: tl.constexpr = D // 2
         j = tl.arange(0, half)[None, :]
@@ -91,10 +83,10 @@ if triton is not None:
     def _linear_kernel(x_ptr, norm_ptr, w_ptr, res_ptr, out_ptr, M, N: tl.constexpr, K: tl.constexpr, stride_x, eps,
                        NORM: tl.constexpr, GATED: tl.constexpr, RESIDUAL: tl.constexpr, ROWS: tl.constexpr,
                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, IEEE: tl.constexpr):
-        """out = x @ W^T (+ residual); GATED: W holds gate rows then up rows and out = silu(gate) * up."""
+        """GATED: W holds gate rows then up rows."""
         n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
         dtype = out_ptr.dtype.element_ty
-        if GATED:          # the gate rows and the matching up rows in one tile
+        if GATED:
             r = tl.arange(0, 2 * BLOCK_N)
             rows = tl.program_id(0) * BLOCK_N + r % BLOCK_N + (r // BLOCK_N) * N
             acc = _product(x_ptr, stride_x, norm_ptr, w_ptr, rows, M, K, eps, NORM, ROWS, BLOCK_K, IEEE)
@@ -122,12 +114,10 @@ def fits_output_and_mlp(max_rows: int, x, attn, *_) -> bool:
     return _few_rows(x, max_rows) and _few_rows(attn, max_rows)
 
 
-CONFIG: dict = {}     # (N, K, gated, dtype) -> (block_n, block_k, num_stages, num_warps), else _config's default
+CONFIG: dict = {}
 
 
 def _config(n: int, k: int, gated: bool, dtype) -> tuple:
-    # against the best of 16 choices at the 1.7B's shapes (bench/skinny_probe.py --sweep, H100): within 6% at six
-    # of the eight, 12% (predictor o) and 17% (talker down) at the other two
     return CONFIG.get((n, k, gated, dtype), (16 if n <= 1024 else 32, 256, 2 if dtype == torch.float32 else 4, 4))
 
 
@@ -146,7 +136,7 @@ def _linear(x, w, norm_w=None, res=None, gated=False, eps=0.0):
 def attention_inputs(x, norm_w, w_qkv, q_size, q_norm_w, k_norm_w, cos, sin, eps, head_dim):
     m = x.shape[0]
     heads, kv_size = q_size // head_dim, (w_qkv.shape[0] - q_size) // 2
-    cos, sin = cos.expand(m, -1), sin.expand(m, -1)      # one row serves every row (a batch at one position)
+    cos, sin = cos.expand(m, -1), sin.expand(m, -1)
     qkv = _linear(x, w_qkv, norm_w=norm_w, eps=eps)
     q = torch.empty(m, heads, head_dim, dtype=x.dtype, device=x.device)
     k = torch.empty(m, kv_size // head_dim, head_dim, dtype=x.dtype, device=x.device)

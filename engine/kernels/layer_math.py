@@ -1,5 +1,4 @@
-"""The Qwen3 decoder layer's math and the codec's SnakeBeta as free functions of tensors: the definition, eager on the
-CPU, torch.compile'd on CUDA (registry.py). Weights are arguments, so one compilation serves every layer of a shape."""
+"""The decoder layer's math and SnakeBeta as free functions; weights are arguments so one compile serves all layers."""
 import torch
 import torch.nn.functional as F
 
@@ -17,7 +16,6 @@ def rotate(x, cos, sin):
 
 
 def attention_inputs(x, norm_w, w_qkv, q_size: int, q_norm_w, k_norm_w, cos, sin, eps: float, head_dim: int):
-    """Pre-norm, packed q/k/v projection, per-head q/k RMSNorm, RoPE: x [N, H] -> q [N, h, d], k, v [N, kvh, d]."""
     n = x.shape[0]
     kv_size = (w_qkv.shape[0] - q_size) // 2
     q, k, v = F.linear(rms_norm(x, norm_w, eps), w_qkv).split([q_size, kv_size, kv_size], dim=-1)
@@ -27,20 +25,17 @@ def attention_inputs(x, norm_w, w_qkv, q_size: int, q_norm_w, k_norm_w, cos, sin
 
 
 def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float):
-    """Output projection + residual, then the pre-norm SwiGLU MLP (packed gate/up) + residual."""
     x = x + F.linear(attn, wo)
     gate, up = F.linear(rms_norm(x, norm_w, eps), w_gate_up).chunk(2, dim=-1)
     return x + F.linear(F.silu(gate) * up, w_down)
 
 
 def snake(x, alpha, beta, bias=None):
-    """SnakeBeta over the channels of [B, T, C]: x + sin^2(x e^alpha) / e^beta (parameters on log scale),
-    of x + bias when a conv's bias is left to it."""
+    """Parameters on log scale."""
     if bias is not None:
         x = x + bias
     return x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
 
 
 def snake_after(history, x, alpha, beta):
-    """[history, snake(x)] along time: a causal conv's input with its carried past, in one pass."""
     return torch.cat([history, snake(x, alpha, beta)], dim=1)

@@ -1,26 +1,20 @@
-"""Attention over the paged KV cache: each query row reads only the live tokens of its block table.
-
-A row is a decode token or one token of a prompt (its context length then ends at its own position, which
-makes prefill causal). A Triton kernel on CUDA (one program per row and KV head, online softmax over the
-row's blocks); the torch reference gathers the blocks into a padded batch and serves the CPU and the tests."""
+"""Attention over the paged KV cache; a prompt row's context ends at its own position (causal prefill)."""
 import torch
 import torch.nn.functional as F
 
 try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
 
 def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, rows=256):
-    """q [N, H, D]; caches [slots, KVH, D]; block_tables [N, max_blocks]; context_lens [N] -> [N, H, D].
-    Rows go `rows` at a time: a long prompt's rows each gather their own prefix."""
     if q.shape[0] > rows:
         return torch.cat([paged_attention_reference(q[i:i + rows], k_cache, v_cache, block_tables[i:i + rows],
                                                     context_lens[i:i + rows], scale, block_size, rows)
                           for i in range(0, q.shape[0], rows)])
-    block_tables = block_tables[:, :-(-int(context_lens.max()) // block_size)]     # not in a CUDA graph
+    block_tables = block_tables[:, :-(-int(context_lens.max()) // block_size)]
     offsets = torch.arange(block_size, device=q.device)
     index = (block_tables[:, :, None] * block_size + offsets).flatten(1)
     keys, values = k_cache[index].transpose(1, 2), v_cache[index].transpose(1, 2)
@@ -35,13 +29,12 @@ if triton is not None:
                              k_new_ptr, v_new_ptr, slots_ptr, stride_k_new, stride_v_new,
                              KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
                              BLOCK: tl.constexpr, IEEE: tl.constexpr, WRITE: tl.constexpr):
-        # the GROUP query heads sharing a KV head form the rows of a small matrix product (padded to ROWS)
         b = tl.program_id(0)
         kvh = tl.program_id(1)
         length = tl.load(lens_ptr + b)
         rows = tl.arange(0, ROWS)
         dims = tl.arange(0, D)
-        if WRITE:         # the row's own key and value first (no other program reads them: one row per stream)
+        if WRITE:
             slot = tl.load(slots_ptr + b)
             at = (slot * KV_HEADS + kvh) * D + dims
             tl.store(k_ptr + at, tl.load(k_new_ptr + b * stride_k_new + kvh * D + dims))
@@ -74,7 +67,6 @@ if triton is not None:
 
 def paged_attention_torch(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, new=None,
                           one_per_stream=False):
-    """`new`: (keys, values, cache slots) of the rows, written first."""
     if new is not None:
         k_cache[new[2]], v_cache[new[2]] = new[0], new[1]
     return paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size)
@@ -82,8 +74,7 @@ def paged_attention_torch(q, k_cache, v_cache, block_tables, context_lens, scale
 
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, new=None,
                     one_per_stream=False):
-    """`new` as above. With one row per stream (decode) the kernel writes them itself; rows of one prompt read each
-    other's, so there they are written before it runs."""
+    """Rows of one prompt read each other's keys, so only decode writes them in the kernel."""
     fused = new is not None and one_per_stream and all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in new[:2])
     if new is not None and not fused:
         k_cache[new[2]], v_cache[new[2]] = new[0], new[1]

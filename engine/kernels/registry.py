@@ -1,7 +1,4 @@
-"""Which implementation serves each op: chosen once at load, from the device and the settings, in `select`.
-
-Until then (and on the CPU) every op is its torch definition. A kernel that takes only some shapes is paired with
-the implementation it replaces, and each call goes to the one its shapes fit."""
+"""Which implementation serves each op, chosen once at load by `select`; until then, the torch definitions."""
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -23,20 +20,20 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
             "process_talker_logits")
 
-ops = SimpleNamespace(**TORCH)        # the ops as chosen: the layers, the codec and the stages call these
+ops = SimpleNamespace(**TORCH)
 
 
 @dataclass(frozen=True)
 class KernelSettings:
-    compile: bool = True          # the layer math torch.compile'd on CUDA (off: every op eager)
-    triton: bool = True           # Triton attention, row sampler and few-row layers on CUDA (off: the torch code)
-    few_rows: int = few_row_layer.TILE_ROWS     # the most rows the few-row layer kernels take (0: never)
-    side_decode: bool = True      # with CUDA graphs, the codec decodes on a stream of its own beside the talker
+    compile: bool = True
+    triton: bool = True
+    few_rows: int = few_row_layer.TILE_ROWS
+    side_decode: bool = True
 
 
 @dataclass(frozen=True)
 class Kernels:
-    choices: dict                 # op -> what serves it
+    choices: dict
     side_decode: bool
 
     def describe(self) -> str:
@@ -51,7 +48,6 @@ def by_shape(fits, kernel, otherwise):
 
 
 def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
-    """Sets `ops` for `device` and returns what was chosen."""
     chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
     gpu = device.type == "cuda"
     cuda = gpu and few_row_layer.triton is not None
@@ -66,7 +62,7 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("dense_attention", by_shape(dense_attention.fits, dense_attention.dense_attention,
                                             dense_attention.dense_attention_torch), "triton|torch")
     if gpu and settings.compile:
-        # one function serves layers of several widths and strides (the codec's snake): allow the variants
+        # one function serves several widths and strides
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
         for op in COMPILED:

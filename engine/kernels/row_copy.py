@@ -1,13 +1,10 @@
-"""dst[index] = src for slot-indexed state: one row (a stream's whole state of one layer) per index.
-
-PyTorch's index_put runs per element with computed offsets (slow for long rows read through a strided view);
-the Triton kernel copies each row as contiguous vectors. The torch path serves the CPU."""
+"""dst[index] = src, one contiguous row per index: index_put is slow for long rows."""
 import torch
 
 try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
 BLOCK = 1024
@@ -32,7 +29,6 @@ def fits(dst, index, src) -> bool:
 
 
 def write_rows(dst: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> None:
-    """dst [S, *shape] (contiguous), index [B] (distinct), src [B, *shape] with each row contiguous."""
     if not src.shape[0]:
         return
     row_len = dst[0].numel()

@@ -1,20 +1,14 @@
-"""sampling.py's `sample_rows` as one Triton program per row: temperature, top-k, top-p and the seeded draw in one
-kernel (the compiled torch code took a sort and three or four more: ~35 us per code-predictor pass at one row).
-
-Same draw as the torch path: tokens ranked by (scaled logit descending, token id ascending), which is what a stable
-descending sort gives, the same counter hash per token, the same exponential race. Logits are packed with their
-token id into one int64 key, so one sort ranks both. The top-k set comes from a bisection; only a top-p cut needs
-the ranking, and with a small top-k only the kept keys are sorted."""
+"""sampling.py's `sample_rows` as one Triton program per row, drawing the same ids as the torch path."""
 import torch
 
 try:
     import triton
     import triton.language as tl
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
-MAX_VOCAB = 4096          # a row in registers: the talker's 3,072 and the predictor's 2,048 fit
-FEW = 64                  # a top-p cut after a top-k up to this sorts only the kept tokens
+MAX_VOCAB = 4096          # a whole row in registers
+FEW = 64
 
 if triton is not None:
     @triton.jit
@@ -27,16 +21,15 @@ if triton is not None:
 
     @triton.jit
     def _flip(bits):
-        """float32 bits <-> int32 keys whose signed order is the floats' order (its own inverse)."""
+        """float32 bits <-> int32 keys in the floats' order (its own inverse)."""
         return bits ^ ((bits >> 31) & 0x7FFFFFFF)
 
     @triton.jit
     def _race(token, probs, base, fallback):
-        """The exponential race over the tokens' probabilities with their hashed uniforms: the drawn token.
-        NaN probabilities (NaN logits, e.g. a graph's warm-up on garbage) draw `fallback`, never a padding id."""
+        """NaN probabilities draw `fallback`, never a padding id."""
         golden = tl.full(token.shape, 0x9E3779B1, tl.int64)
         bits = _mix((base ^ ((token.to(tl.int64) * golden) & 0xFFFFFFFF)) & 0xFFFFFFFF)
-        u = ((bits >> 9).to(tl.float32) + 0.5) / 8388608.0                # sampling.unit
+        u = ((bits >> 9).to(tl.float32) + 0.5) / 8388608.0
         race = tl.where(probs > 0, probs / -tl.log(u), 0.0)
         choice = tl.argmax(race, 0, tie_break_left=True)
         return tl.where(tl.max(race, 0) > 0, tl.sum(tl.where(tl.arange(0, token.shape[0]) == choice, token, 0), 0),
@@ -44,12 +37,11 @@ if triton is not None:
 
     @triton.jit
     def _draw_ranked(ranked, k, top_p, base, best, BLOCK: tl.constexpr):
-        """Keys ranked best first (the first k live) -> the drawn token, after the top-p cut."""
         r = tl.arange(0, ranked.shape[0])
         values = tl.where(r < k, _flip((ranked >> 32).to(tl.int32)).to(tl.float32, bitcast=True), float("-inf"))
         weights = tl.exp(values - tl.max(values, 0))
         probs = weights / tl.sum(weights, 0)
-        before = tl.cumsum(probs, 0) - probs                               # mass ranked above each token
+        before = tl.cumsum(probs, 0) - probs
         probs = tl.where((before >= top_p) & (r > 0), 0.0, probs)
         return _race(BLOCK - 1 - (ranked & 0xFFFFFFFF).to(tl.int32), probs, base, best)
 
@@ -60,13 +52,12 @@ if triton is not None:
         i = tl.arange(0, BLOCK)
         x = tl.load(logits_ptr + row * stride + i, mask=i < V, other=float("-inf")).to(tl.float32)
         x = tl.where(x == x, x, float("inf"))           # NaN ranks first, as in torch's sort and argmax
-        best = tl.argmax(x, 0, tie_break_left=True)                      # also the first-ranked token
+        best = tl.argmax(x, 0, tie_break_left=True)
         scaled = x / tl.maximum(tl.load(temperature_ptr + row), 1e-5)
         scaled = tl.where(scaled == 0.0, 0.0, scaled)                     # -0.0 ranks as 0.0 does
         high = _flip(scaled.to(tl.int32, bitcast=True)).to(tl.int64)
         top_k = tl.load(top_k_ptr + row)
         k = tl.where((top_k > 0) & (top_k < V), top_k, V)
-        # the top k: the k-th largest float key by bisection, ties at it taken by id
         lo, hi = tl.min(high, 0), tl.max(high, 0)
         for _ in range(32):
             mid = (lo + hi + 1) >> 1
@@ -78,14 +69,14 @@ if triton is not None:
         base = _mix((_mix(seed & 0xFFFFFFFF) + tl.load(counter_ptr + row).to(tl.int64) * 17 + codebook) & 0xFFFFFFFF)
         top_p = tl.load(top_p_ptr + row)
         key = (high << 32) | (BLOCK - 1 - i).to(tl.int64)                 # unique: ties go to the lower id
-        if top_p >= 1.0:          # no cut by rank: the race needs no order (a sort of the row costs ~60 us)
+        if top_p >= 1.0:          # no cut by rank: the race needs no sort
             values = tl.where(kept, scaled, float("-inf"))
             weights = tl.exp(values - tl.max(values, 0))
             drawn = _race(i, weights / tl.sum(weights, 0), base, best)
-        elif k <= FEW:            # only the kept keys sorted, gathered through scratch memory
+        elif k <= FEW:
             slot = tl.cumsum(kept.to(tl.int32), 0) - 1
             tl.store(scratch_ptr + row * FEW + slot, key, mask=kept)
-            tl.debug_barrier()                                             # the stores above are read below
+            tl.debug_barrier()
             j = tl.arange(0, FEW)
             few = tl.load(scratch_ptr + row * FEW + j, mask=j < k, other=-0x7FFFFFFFFFFFFFFF)
             drawn = _draw_ranked(tl.sort(few, descending=True), k, top_p, base, best, BLOCK)

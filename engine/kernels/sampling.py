@@ -1,14 +1,10 @@
-"""Sampling on the device in torch, per-row parameters, no host sync: the definition the row sampler matches.
-
-Randomness comes from a counter-based hash of (seed, frame, codebook, token): a request draws the same
-numbers whichever batch it runs in, so seeded output does not depend on the other streams."""
+"""Sampling in torch, the definition; a counter-based hash keeps seeded output independent of the batch."""
 import torch
 
 _M32 = 0xFFFFFFFF
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
-    # a 32-bit integer hash (bijective); products stay below 2**63 in int64
     x = x ^ (x >> 16)
     x = (x * 0x45D9F3B) & _M32
     x = x ^ (x >> 16)
@@ -17,16 +13,13 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
 
 
 def uniform(seed: torch.Tensor, counter: torch.Tensor, codebook: int, vocab: int) -> torch.Tensor:
-    """[B] seeds, [B] counters -> [B, vocab] uniforms in (0, 1)."""
     base = _mix((_mix(seed & _M32) + counter * 17 + codebook) & _M32)
     token = torch.arange(vocab, device=seed.device)
     return unit(_mix((base[:, None] ^ (token[None] * 0x9E3779B1 & _M32)) & _M32))
 
 
 def unit(bits: torch.Tensor) -> torch.Tensor:
-    """32-bit hashes -> float32 in (0, 1), 1 excluded."""
-    # 23 bits: the largest value, 1 - 2**-24, is a float32 below 1. With 24 bits it rounded to 1.0, -log(u) was 0
-    # and 0/0 = NaN won the race below: a masked token (e.g. a control id) was drawn about once in 16,000 frames.
+    # 23 bits: with 24, u could round to 1.0 and a masked token win the race
     return ((bits >> 9).float() + 0.5) / float(1 << 23)
 
 
@@ -35,12 +28,12 @@ def sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebo
     best = logits.argmax(-1)
     vocab = logits.shape[-1]
     scaled = logits / temperature.clamp_min(1e-5)[:, None]
-    values, order = scaled.sort(dim=-1, descending=True, stable=True)   # ties by token id (row_sampler.py too)
+    values, order = scaled.sort(dim=-1, descending=True, stable=True)
     rank = torch.arange(vocab, device=logits.device)[None]
     k = torch.where(top_k > 0, top_k, vocab)[:, None]
     values = values.masked_fill(rank >= k, float("-inf"))
     probs = values.softmax(-1)
-    before = probs.cumsum(-1) - probs                      # mass ranked above each token
+    before = probs.cumsum(-1) - probs
     probs = probs.masked_fill((before >= top_p[:, None]) & (rank > 0), 0.0)
     u = uniform(seed, counter, codebook, vocab).gather(1, order)
     choice = (probs / -torch.log(u)).argmax(-1)            # exponential race == a multinomial draw
@@ -49,7 +42,6 @@ def sample_rows(logits, greedy, temperature, top_k, top_p, seed, counter, codebo
 
 def process_talker_logits(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor,
                           allow_eos: torch.Tensor, suppress: torch.Tensor, eos: int) -> torch.Tensor:
-    """Repetition penalty over generated codebook-0 ids, EOS gating, suppressed control ids (reference order)."""
     pen = penalty[:, None]
     penalized = torch.where(logits > 0, logits / pen, logits * pen)
     logits = torch.where(seen, penalized, logits)

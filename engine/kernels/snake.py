@@ -1,21 +1,17 @@
-"""SnakeBeta as one Triton pass: snake(x [+ bias]), or [history, snake(x)] along time for a causal conv.
-
-The compiled math is bound by the precise sine (billions a step at batch 512); here it is the hardware's
-approximation after a range reduction, within 1e-6. layer_math.py stays the definition."""
+"""SnakeBeta in one Triton pass, optionally after a causal conv's history."""
 import torch
 
 try:
     import triton
     import triton.language as tl
     from triton.language.extra import libdevice
-except ImportError:          # CPU-only installs
+except ImportError:
     triton = None
 
 if triton is not None:
     @triton.jit
     def _sin(x):
-        # the hardware's approximate sine (error ~1e-6 on [-pi, pi]) after a two-part reduction by 2 pi: the precise
-        # library sine made the kernel compute-bound
+        # the precise sine made the kernel compute-bound
         k = libdevice.rint(x * 0.15915494309189535)
         r = x - k * 6.2831854820251465
         return libdevice.fast_sinf(r + k * 1.7484556000744487e-07)
@@ -24,7 +20,7 @@ if triton is not None:
     def _snake_kernel(out_ptr, x_ptr, hist_ptr, alpha_ptr, beta_ptr, bias_ptr, rows, frames, context, channels,
                       x_batch_stride, x_time_stride, HAS_BIAS: tl.constexpr, ROWS: tl.constexpr,
                       BLOCK_C: tl.constexpr):
-        r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)      # output rows: b * (context + T) + t
+        r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         c = tl.arange(0, BLOCK_C)
         live_c = c < channels
         b, t = r // (context + frames), r % (context + frames)

@@ -1,1 +1,1 @@
-"""Models the engine serves: the interface (base.py) and its implementations."""
+"""Models the engine serves."""

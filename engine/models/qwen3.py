@@ -1,8 +1,4 @@
-"""The Qwen3 decoder layer, shared by the talker, the code predictor and side models.
-
-Tokens are packed: activations are [N, hidden] with one position per token. Attention reads and writes
-its cache through a `kv` object (paged for the talker, dense for the predictor); the math around it is the
-registry's `ops` (kernels/registry.py), so fast kernels switch in without touching the layers."""
+"""The Qwen3 decoder layer, shared by the talker, the code predictor and side models."""
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +9,6 @@ from engine.kernels.registry import ops
 
 @dataclass
 class LMConfig:
-    """A Qwen3 decoder stack (talker, code predictor, a side model's text model)."""
     hidden_size: int
     intermediate_size: int
     num_layers: int
@@ -42,7 +37,7 @@ class RMSNorm(nn.Module):
 
 
 class Rotary:
-    """cos/sin tables for 1-D RoPE (rotate-half). The talker's MRoPE with identical streams reduces to this."""
+    """The talker's MRoPE with identical streams reduces to this 1-D RoPE."""
 
     def __init__(self, head_dim: int, theta: float, max_positions: int = 32768, device=None):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
@@ -52,7 +47,6 @@ class Rotary:
         self.cast: dict = {}
 
     def table(self, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """The tables in `dtype` on `device` (made once: a lookup is then one gather, a range a view)."""
         if (dtype, device) not in self.cast:
             self.cast[dtype, device] = self.cos.to(device, dtype), self.sin.to(device, dtype)
         return self.cast[dtype, device]
@@ -103,7 +97,7 @@ class DecoderLayer(nn.Module):
 
     @torch.no_grad()
     def pack(self) -> None:
-        """One weight for q/k/v and one for gate/up (the checkpoint's tensors become views into them)."""
+        """The checkpoint's tensors become views into the packed weights."""
         a, m = self.self_attn, self.mlp
         self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
         self.w_gate_up = pack_views(m.gate_proj, m.up_proj)
@@ -120,7 +114,6 @@ class DecoderLayer(nn.Module):
 
 
 class DecoderStack(nn.Module):
-    """Layers + final norm; returns the final-norm hidden states."""
 
     def __init__(self, cfg: LMConfig):
         super().__init__()

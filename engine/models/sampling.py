@@ -1,4 +1,4 @@
-"""A batch's ids drawn on the device through the sampler the registry chose, and the guard against bad logits."""
+"""Sampling through the registry's sampler, and the guard against bad logits."""
 from dataclasses import dataclass
 
 import torch
@@ -9,36 +9,32 @@ from engine.kernels.registry import ops
 
 @dataclass
 class SamplingBatch:
-    """Per-row sampling parameters as device tensors ([B] each)."""
-    greedy: torch.Tensor       # bool
-    temperature: torch.Tensor  # float
-    top_k: torch.Tensor        # int64, <= 0 means off
-    top_p: torch.Tensor        # float
-    seed: torch.Tensor         # int64
-    counter: torch.Tensor      # int64, the frame index
-    all_greedy: bool           # known on the host when the batch is built
+    greedy: torch.Tensor
+    temperature: torch.Tensor
+    top_k: torch.Tensor        # <= 0: off
+    top_p: torch.Tensor
+    seed: torch.Tensor
+    counter: torch.Tensor
+    all_greedy: bool
 
 
-FAULT = -1     # a drawn id that stands for "this row's logits went non-finite": the host ends its stream
+FAULT = -1     # stands for non-finite logits: the host ends the stream
 
 
 def guard(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """ids [B] drawn from logits [B, V], FAULT where the row holds NaN or +inf or the id drawn was masked (-inf):
-    such an id (NaN wins the race) would index past the codec's tables and fail the step of every stream."""
+    """Such an id would index past the codec's tables and fail every stream's step."""
     drawn = logits.gather(1, ids[:, None])[:, 0]
     bad = logits.isnan().any(-1) | logits.isposinf().any(-1) | drawn.isneginf()
     return ids.masked_fill(bad, FAULT)
 
 
 def sample(logits: torch.Tensor, p: SamplingBatch, codebook: int) -> torch.Tensor:
-    """logits [B, V] (already processed; drawn from in float32) -> token ids [B]."""
     if p.all_greedy:
         return logits.argmax(-1)
     return ops.sample_rows(logits, p.greedy, p.temperature, p.top_k, p.top_p, p.seed, p.counter, codebook)
 
 
 class SlotSampling:
-    """Every stream slot's sampling parameters on the device, written as its stream starts."""
     KEYS = (("greedy", torch.bool), ("temperature", torch.float32), ("top_k", torch.int64), ("top_p", torch.float32),
             ("sub_greedy", torch.bool), ("sub_temperature", torch.float32), ("sub_top_k", torch.int64),
             ("sub_top_p", torch.float32), ("seed", torch.int64), ("penalty", torch.float32))
@@ -49,7 +45,6 @@ class SlotSampling:
 
     @staticmethod
     def row(p, seed: int) -> tuple:
-        """A stream's sampling parameters in the order of KEYS."""
         return (not p.do_sample, p.temperature, p.top_k, p.top_p, not p.subtalker_do_sample, p.subtalker_temperature,
                 p.subtalker_top_k, p.subtalker_top_p, seed, p.repetition_penalty)
 
@@ -58,7 +53,6 @@ class SlotSampling:
             self.params[key][slots] = upload(values, self.params[key].dtype, self.device)
 
     def batch(self, slots, prefix: str, counter, all_greedy: bool) -> SamplingBatch:
-        """The talker's parameters (prefix ""), or the code predictor's ("sub_"), of these slots."""
         g = lambda k: self.params[prefix + k][slots]
         return SamplingBatch(g("greedy"), g("temperature"), g("top_k"), g("top_p"), self.params["seed"][slots],
                              counter, all_greedy)

@@ -1,4 +1,4 @@
-"""Weights of any model: safetensors checkpoints as published, a seeded random init, the default device and dtype."""
+"""Loading safetensors checkpoints, seeded random weights, the default device and dtype."""
 import math
 from pathlib import Path
 
@@ -11,7 +11,6 @@ class ModelLoadError(RuntimeError):
 
 
 def load_checkpoint(module: torch.nn.Module, directory: Path, skip_prefixes: tuple[str, ...] = ()) -> None:
-    """Load every *.safetensors file of `directory` into `module` (names as published, no conversion)."""
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise ModelLoadError(f"no *.safetensors weights in {directory}")
@@ -34,9 +33,8 @@ def default_device_dtype(device=None, dtype=None) -> tuple[torch.device, torch.d
 
 @torch.no_grad()
 def seed_weights(module: torch.nn.Module, seed: int) -> None:
-    """Draw every float parameter and buffer from `seed`, scaled so activations stay O(1)."""
+    """Scaled so activations stay O(1)."""
     g = None
-    # the checkpoint's tensors only (parameters and persistent buffers), in name order
     for name, p in sorted(module.state_dict(keep_vars=True).items()):
         if not p.is_floating_point():
             continue
@@ -46,11 +44,11 @@ def seed_weights(module: torch.nn.Module, seed: int) -> None:
         r = torch.randn(p.shape, generator=g, dtype=torch.float32, device=p.device)
         if leaf == "cluster_usage":
             v = 0.5 + torch.rand(p.shape, generator=g, device=p.device)
-        elif leaf in ("alpha", "beta"):                    # SnakeBeta works on log scale
+        elif leaf in ("alpha", "beta"):
             v = 0.3 * r
-        elif leaf == "scale":                              # LayerScale
+        elif leaf == "scale":
             v = 0.5 + 0.1 * r
-        elif leaf == "gamma":                              # ConvNeXt residual scale
+        elif leaf == "gamma":
             v = 0.5 + 0.1 * r
         elif "norm" in name and leaf == "weight" or leaf == "weight" and p.dim() == 1:
             v = 1.0 + 0.1 * r
@@ -58,9 +56,9 @@ def seed_weights(module: torch.nn.Module, seed: int) -> None:
             v = 0.05 * r
         elif leaf == "embedding_sum" or "embedding" in name:
             v = r
-        else:                                              # linear/conv weights: unit gain over the fan-in
+        else:
             fan_in = p[0].numel() if p.dim() > 1 else 1
             v = r / math.sqrt(fan_in)
-            if p.dim() == 3 and p.shape[0] == 1:           # waveform output conv: keep audio inside the clamp
+            if p.dim() == 3 and p.shape[0] == 1:           # keep audio inside the clamp
                 v = v * 0.015
         p.copy_(v.to(p.dtype))

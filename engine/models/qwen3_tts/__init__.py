@@ -1,1 +1,1 @@
-"""Qwen3-TTS-12Hz: configs, weights, prompt layouts, voices, the talker, predictor, codec and their stages."""
+"""Qwen3-TTS-12Hz."""

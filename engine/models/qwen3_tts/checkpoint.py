@@ -1,7 +1,4 @@
-"""Where Qwen3-TTS weights come from: a checkpoint directory, a hub repo id, or the configs of random (dummy) weights.
-
-`tiny` configs keep every token id and the layout of the published ones and shrink only the widths,
-so the CPU tests and `--dummy tiny` exercise the same code as the real models."""
+"""Qwen3-TTS weights: a checkpoint directory, a hub repo id, or dummy configs (`tiny`: published ids, small widths)."""
 import copy
 import json
 from pathlib import Path
@@ -12,11 +9,10 @@ from engine.models.qwen3_tts.config import ASSETS, VARIANTS
 
 
 def tiny_tts_config(variant: str = "1.7B-CustomVoice") -> dict:
-    """The published config of `variant` with every dimension shrunk; token ids and layout untouched."""
     cfg = json.loads((ASSETS / "models" / variant / "config.json").read_text())
     cfg.pop("auto_map", None)
     t = cfg["talker_config"]
-    small = cfg["tts_model_size"] == "0b6"      # 0.6B: predictor width == talker width (Identity projection)
+    small = cfg["tts_model_size"] == "0b6"      # 0.6B: predictor width == talker width
     hidden = 32 if small else 64
     t.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, head_dim=16, text_hidden_size=32,
@@ -61,7 +57,6 @@ def resolve_model_dir(model: str) -> Path:
 
 
 def dummy_configs(variant: str) -> tuple[dict, dict, dict]:
-    """(config.json, speech_tokenizer/config.json, generation_config.json) dicts for --dummy VARIANT."""
     if variant == "tiny" or variant.startswith("tiny-"):
         base = variant[5:] or "1.7B-CustomVoice"
         return tiny_tts_config(base), tiny_codec_config(), _json(ASSETS / "models" / base / "generation_config.json")

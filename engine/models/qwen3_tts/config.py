@@ -1,4 +1,4 @@
-"""Model configuration read from a checkpoint's config.json (the published layout)."""
+"""Model configuration read from a checkpoint's config.json."""
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,20 +11,20 @@ VARIANTS = ("0.6B-Base", "0.6B-CustomVoice", "1.7B-Base", "1.7B-CustomVoice", "1
 
 @dataclass
 class TTSConfig:
-    model_type: str             # custom_voice | voice_design | base
-    model_size: str             # 0b6 | 1b7
+    model_type: str
+    model_size: str
     talker: LMConfig
     predictor: LMConfig
     text_vocab_size: int
     text_hidden_size: int
     num_code_groups: int
-    codec_ids: dict             # pad, bos, eos, think, nothink, think_bos, think_eos
-    languages: dict             # name -> codec id (dialects included)
-    speakers: dict              # name -> codec id
-    speaker_dialect: dict       # name -> dialect language name or False
-    text_ids: dict              # im_start, im_end, assistant, tts_pad, tts_bos, tts_eos
+    codec_ids: dict
+    languages: dict
+    speakers: dict
+    speaker_dialect: dict
+    text_ids: dict
     speaker_encoder: dict | None
-    codec: dict                 # speech_tokenizer/config.json
+    codec: dict
     generation: dict = field(default_factory=dict)
 
     @property
@@ -33,7 +33,7 @@ class TTSConfig:
 
     @property
     def takes_instruct(self) -> bool:
-        # the reference drops instruct for the 0.6B CustomVoice and has none for Base
+        # the reference drops instruct for the 0.6B CustomVoice
         return self.model_type == "voice_design" or (self.model_type == "custom_voice" and self.model_size != "0b6")
 
     @classmethod

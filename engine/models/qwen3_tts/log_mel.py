@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 
-F_SP, MIN_LOG_HZ = 200.0 / 3, 1000.0          # Slaney scale: linear below 1 kHz, logarithmic above
+F_SP, MIN_LOG_HZ = 200.0 / 3, 1000.0          # Slaney scale
 MIN_LOG_MEL, LOG_STEP = MIN_LOG_HZ / F_SP, np.log(6.4) / 27.0
 
 
@@ -20,21 +20,19 @@ def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def slaney_mel_filters(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> torch.Tensor:
-    """[n_mels, n_fft // 2 + 1] triangles with Slaney area normalization (librosa.filters.mel, htk=False)."""
+    """librosa.filters.mel(htk=False)."""
     fft_hz = np.fft.rfftfreq(n_fft, 1.0 / sample_rate)
     edges = _mel_to_hz(np.linspace(_hz_to_mel(np.float64(fmin)), _hz_to_mel(np.float64(fmax)), n_mels + 2))
     widths = np.diff(edges)
     offsets = edges[:, None] - fft_hz[None, :]
     rising, falling = -offsets[:-2] / widths[:-1, None], offsets[2:] / widths[1:, None]
     triangles = np.maximum(0.0, np.minimum(rising, falling)).astype(np.float32)
-    # float32 triangles scaled by float64 norms, rounded to float32: the same rounding as librosa
+    # the same rounding as librosa
     return torch.from_numpy((triangles * (2.0 / (edges[2:] - edges[:-2]))[:, None]).astype(np.float32))
 
 
 def log_mel_spectrogram(audio: torch.Tensor, sample_rate: int = 24000, n_fft: int = 1024, hop: int = 256,
                         n_mels: int = 128, fmin: float = 0.0, fmax: float = 12000.0) -> torch.Tensor:
-    """[batch, samples] float32 -> [batch, n_mels, frames]: Hann-windowed |STFT| (no centering, reflect padded
-    by (n_fft - hop) / 2 per side), mel filtered, natural log floored at 1e-5."""
     pad = (n_fft - hop) // 2
     audio = F.pad(audio.unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
     window = torch.hann_window(n_fft, device=audio.device)

@@ -1,4 +1,4 @@
-"""The loaded model: configs, the talker (+ speaker encoder), the codec, the text tokenizer, on one device."""
+"""The loaded model: configs, talker, speaker encoder, codec and tokenizer on one device."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,11 +22,10 @@ from engine.models.qwen3_tts.voices import VoiceCache
 from engine.models.weights import default_device_dtype, load_checkpoint, seed_weights
 
 SAMPLE_RATE = 24000
-SAMPLES_PER_FRAME = 1920        # the 12.5 Hz codec
+SAMPLES_PER_FRAME = 1920
 
 
 class TTSModel(nn.Module):
-    """Root module: names match the published checkpoint (talker.*, speaker_encoder.*)."""
 
     def __init__(self, cfg: TTSConfig):
         super().__init__()
@@ -36,7 +35,6 @@ class TTSModel(nn.Module):
 
 @dataclass(eq=False)
 class LoadedModel(TalkerStages, RequestLayout):
-    """Qwen3-TTS behind the engine's model interface (models/base.py)."""
     cfg: TTSConfig
     tts: TTSModel
     codec: Codec
@@ -67,9 +65,8 @@ class LoadedModel(TalkerStages, RequestLayout):
     @torch.inference_mode()
     @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
     def make_voice(self, ref: VoiceRef) -> Voice:
-        """Clone conditioning from reference audio: x-vector, plus codes and transcript ids for ICL."""
         audio = resample(np.asarray(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
-        xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio))   # log-mel in float32, as the reference
+        xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio))
         if ref.x_vector_only:
             return Voice(xvector=xvector)
         codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))
@@ -94,7 +91,7 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
         raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy (a variant)")
     if dummy is not None:
         cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
-        with torch.device(device):                     # draw the random weights where they will live
+        with torch.device(device):
             tts, codec = TTSModel(cfg), Codec(cfg.codec)
         seed_weights(tts, seed)
         seed_weights(codec, seed + 1)

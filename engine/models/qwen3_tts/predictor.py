@@ -1,7 +1,4 @@
-"""The code predictor: codebooks 1-15 of a frame from the talker's hidden state and codebook 0.
-
-Every frame starts a fresh 16-position context, so all streams of a batch run in lockstep over a
-dense cache: 15 dependent passes, no host sync (sampling stays on the device)."""
+"""The code predictor: codebooks 1-15 of a frame; a batch runs in lockstep over a dense 16-position cache."""
 import torch
 from torch import nn
 
@@ -20,7 +17,6 @@ class PredictorBody(DecoderStack):
 
 
 class DenseKV:
-    """Per-frame cache: [layers][B, positions, kv_heads, head_dim]; every row is at the same position."""
 
     def __init__(self, num_layers: int, batch: int, kv_heads: int, head_dim: int, positions: int, dtype, device):
         shape = (num_layers, batch, positions, kv_heads, head_dim)
@@ -46,17 +42,15 @@ class CodePredictor(nn.Module):
         self.rotary = Rotary(cfg.predictor.head_dim, cfg.predictor.rope_theta, max_positions=cfg.num_code_groups)
 
     def _run(self, x: torch.Tensor, kv: DenseKV) -> torch.Tensor:
-        """x: [B, n, H_talker] new positions -> last position's hidden [B, H_pred]."""
         b, n, _ = x.shape
         kv.start, kv.len = kv.len, kv.len + n
-        cos, sin = (t[kv.start:kv.len] for t in self.rotary.table(x.dtype, x.device))   # every row's positions
+        cos, sin = (t[kv.start:kv.len] for t in self.rotary.table(x.dtype, x.device))
         if n > 1:
             cos, sin = cos.repeat(b, 1), sin.repeat(b, 1)
         h = self.model(self.small_to_mtp_projection(x).reshape(b * n, -1), cos, sin, kv)
         return h.view(b, n, -1)[:, -1]
 
     def forward(self, hidden: torch.Tensor, c0_embed: torch.Tensor, sampling) -> torch.Tensor:
-        """hidden, c0_embed: [B, H_talker] -> codes 1..15: [B, 15]. `sampling` holds per-row parameters."""
         b = hidden.shape[0]
         kv = DenseKV(self.cfg.num_layers, b, self.cfg.num_kv_heads, self.cfg.head_dim, self.groups + 1,
                      hidden.dtype, hidden.device)

@@ -1,10 +1,4 @@
-"""Stage 1: a request's conditioning -> the talker's prefill rows and the text still to feed.
-
-Rows are sums of a text-side embedding P(id) and a codec-side embedding, laid out as the reference's
-generate() does (see docs: instruct, role, codec control, body). A prompt starts with its Prefix, the rows before
-the first that carries target text (instruct, role, codec control with the speaker row, an ICL clone's
-reference-transcript rows): the same for every stream of that voice, language and instruct, which share its KV.
-The text that follows the prompt is fed one id per frame (`feed[consumed:]`, then tts_eos, then tts_pad)."""
+"""A request's conditioning -> the talker's prefill rows and the text still to feed, as the reference lays them out."""
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,33 +16,31 @@ _voice_ids = itertools.count()
 
 @dataclass(eq=False)
 class Voice:
-    """Resolved voice conditioning: a CustomVoice speaker id, or a Base clone's x-vector (+ ICL reference).
-    Compared by identity: what is derived from a clone's reference is cached on it."""
+    """Compared by identity: what is derived from a clone is cached on it."""
     speaker_id: int | None = None
-    xvector: torch.Tensor | None = None        # [H]
-    ref_codes: torch.Tensor | None = None      # [T, 16] int64 (ICL)
-    ref_text_ids: list[int] | None = None      # ICL transcript ids
-    codec_state: list | None = None            # the codec decoder's state after ref_codes (runner.start)
-    frame_rows: torch.Tensor | None = None     # [T + 1, H]: codec bos, then each reference frame's embeddings
+    xvector: torch.Tensor | None = None
+    ref_codes: torch.Tensor | None = None
+    ref_text_ids: list[int] | None = None
+    codec_state: list | None = None
+    frame_rows: torch.Tensor | None = None
     uid: int = field(default_factory=lambda: next(_voice_ids))
 
     @property
     def key(self):
-        """What the prompt depends on: the speaker id, or this clone (a number: caches keep no Voice alive)."""
+        """A number for a clone, so caches keep no Voice alive."""
         return self.speaker_id if self.xvector is None else ("clone", self.uid)
 
 
 class PromptBuilder:
-    CACHED_ROWS = 512           # short id runs (control tokens, speakers, role, instructs) embedded once
+    CACHED_ROWS = 512
     CACHED_MAX_IDS = 64
 
     def __init__(self, cfg: TTSConfig, talker: Talker):
         self.cfg, self.talker = cfg, talker
         self._cache: OrderedDict = OrderedDict()
-        self.share_prefixes = True      # False: every stream prefills its whole prompt (the tests' reference)
+        self.share_prefixes = True      # False: every stream prefills its whole prompt
 
     def _rows(self, embed, ids: list[int]) -> torch.Tensor:
-        """embed(ids) through an LRU: a prompt's fixed parts cost no GPU work after the first request."""
         key = (embed, tuple(ids))
         if key in self._cache:
             self._cache.move_to_end(key)
@@ -95,7 +87,7 @@ class PromptBuilder:
             return Prefix((), 0, 0)
         icl = voice.ref_codes is not None
         body = 0
-        if icl:                                 # the body's rows before the first target-text id (one stays own)
+        if icl:
             body = len(voice.ref_text_ids) if non_streaming else min(len(voice.ref_text_ids), voice.ref_codes.shape[0])
         codec = len(self._control(voice, language_id)) + (voice.speaker_id is None and voice.xvector is not None) + 1
         key = (voice.key, language_id, tuple(instruct_ids or ()), tuple(role_ids), non_streaming if icl else None)
@@ -118,7 +110,6 @@ class PromptBuilder:
         return torch.cat(rows)
 
     def _frames(self, voice: Voice) -> torch.Tensor:
-        """codec bos, then each reference frame's summed embeddings (the ICL codec stream): once per voice."""
         if voice.frame_rows is None:
             frames = self.talker.embed_frame(upload(voice.ref_codes, device=self._device))
             voice.frame_rows = torch.cat([self._codec_pad_bos()[1], frames])
@@ -127,7 +118,6 @@ class PromptBuilder:
     @torch.inference_mode()
     def build(self, voice: Voice, language_id: int | None, instruct_ids: list[int] | None, role_ids: list[int],
               feed: list[int], closed: bool, non_streaming: bool) -> Prompt | None:
-        """None while too little text has arrived to lay out the prompt."""
         icl = voice.ref_codes is not None
         if (non_streaming and not closed) or not feed or (icl and not closed and len(feed) < voice.ref_codes.shape[0] + 1):
             return None
@@ -147,7 +137,6 @@ class PromptBuilder:
         return Prompt(prefix, prefix_rows, rows, consumed, eos_in)
 
     def _icl_body(self, voice, feed, fixed, closed, non_streaming):
-        """Reference transcript + target text over (codec bos + reference frames), from body row `fixed` on."""
         pad, _, eos = self._text_specials()
         x = self._p(feed[fixed:])
         if closed:

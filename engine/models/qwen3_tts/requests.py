@@ -1,10 +1,9 @@
-"""Qwen3-TTS's request layout per variant: a stream's voice, language and instruct, its prompt prefix, and the
-text it feeds one id per frame (an ICL clone's reference transcript first)."""
+"""Qwen3-TTS's request layout: voice, language, instruct, prompt prefix and the text fed per frame."""
 from engine.api.request import EngineInputError
 from engine.models.qwen3_tts.prompt import Voice
 
-ROLE = "<|im_start|>assistant\n"        # the talker's text starts with this role prefix: 3 ids
-PROMPT_CONTROL_ROWS = 16                # role, codec control, speaker and bos rows: admission's estimate
+ROLE = "<|im_start|>assistant\n"
+PROMPT_CONTROL_ROWS = 16                # admission's estimate of the control rows
 
 
 class RequestLayout:
@@ -29,7 +28,7 @@ class RequestLayout:
             seq.feed = list(seq.voice.ref_text_ids or [])
             seq.text_start = len(seq.feed)
         seq.prefix = self.builder.prefix(seq.voice, seq.language_id, seq.instruct_ids, self.role_ids,
-                                         r.non_streaming_text)     # (its role ids as almost every text gives them)
+                                         r.non_streaming_text)
 
     def prompt(self, seq):
         return self.builder.build(seq.voice, seq.language_id, seq.instruct_ids, seq.role_ids, seq.feed, seq.closed,

@@ -1,6 +1,4 @@
-"""ECAPA-TDNN x-vector of a reference voice (Base models): 24 kHz audio -> one talker input row.
-
-Module names follow the checkpoint's `speaker_encoder.*` tensors, so its state dict loads as is."""
+"""ECAPA-TDNN x-vector of a reference voice (Base models)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -27,7 +25,6 @@ class TDNN(nn.Module):
 
 
 class Res2Net(nn.Module):
-    """Channel groups in a chain: group i sees its own input plus group i-1's output (group 0 passes through)."""
 
     def __init__(self, channels: int, scale: int, kernel: int, dilation: int):
         super().__init__()
@@ -68,14 +65,12 @@ class SERes2NetBlock(nn.Module):
 
 
 def weighted_stats(x: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and standard deviation over time, frames weighted by `weights` (summing to 1)."""
     mean = (weights * x).sum(dim=2)
     var = (weights * (x - mean.unsqueeze(2)).square()).sum(dim=2)
     return mean, var.clamp(min=1e-12).sqrt()
 
 
 class AttentiveStatsPooling(nn.Module):
-    """Frame attention conditioned on the utterance's global mean/std; returns the attended mean and std."""
 
     def __init__(self, channels: int, attention: int):
         super().__init__()
@@ -104,18 +99,16 @@ class SpeakerEncoder(nn.Module):
         self.fc = same_conv(2 * channels[-1], c["enc_dim"])
 
     def forward(self, mels: torch.Tensor) -> torch.Tensor:
-        """[batch, frames, mel_dim] -> [batch, enc_dim]"""
         x = mels.transpose(1, 2)
         outs = []
         for block in self.blocks:
             x = block(x)
             outs.append(x)
-        x = self.mfa(torch.cat(outs[1:], dim=1))     # multi-layer aggregation of the SE-Res2Net outputs
+        x = self.mfa(torch.cat(outs[1:], dim=1))
         return self.fc(self.asp(x)).squeeze(2)
 
     @torch.inference_mode()
     def embed(self, audio_24k: np.ndarray | torch.Tensor) -> torch.Tensor:
-        """Mono 24 kHz audio -> [enc_dim] x-vector in the module's dtype (log-mel taken in float32)."""
         audio = torch.as_tensor(audio_24k).to(torch.float32).reshape(1, -1)
         weight = self.fc.weight
         mels = log_mel_spectrogram(audio.to(weight.device)).transpose(1, 2)

@@ -1,12 +1,11 @@
-"""Qwen3-TTS's stages on slot-indexed device state: each stream's hidden state, pending codebook-0 id, repetition
-mask, counters and codec-decoder state live in rows indexed by its slot, so a stage needs only its batch's slots."""
+"""Qwen3-TTS's stages on slot-indexed device state."""
 import torch
 
 from engine.core.transfer import upload
 from engine.kernels.registry import ops
 from engine.models.sampling import FAULT, guard, sample
 
-CONTROL_IDS = 1024              # the talker vocabulary's last ids: control tokens, never a frame's code
+CONTROL_IDS = 1024              # control tokens, never a frame's code
 
 
 class TalkerStages:
@@ -19,12 +18,11 @@ class TalkerStages:
         self.seen = z(slots, tcfg.vocab_size, dt=torch.bool)
         self.true = torch.ones((), dtype=torch.bool, device=self.device)
         self.suppress = z(tcfg.vocab_size, dt=torch.bool)
-        self.suppress[tcfg.vocab_size - CONTROL_IDS:] = True       # only codes 0-2047 and EOS remain
+        self.suppress[tcfg.vocab_size - CONTROL_IDS:] = True
         self.suppress[self.eos] = False
         self.codec.decoder.allocate(slots)
 
     def reset(self, slots: torch.Tensor, seqs: list) -> None:
-        """Fresh state for new streams; a clone's codec state after its reference frames."""
         self.seen[slots] = False
         self.num_c0[slots] = 0
         self.frames[slots] = 0
@@ -34,8 +32,7 @@ class TalkerStages:
             self._load_primed(clones)
 
     def _load_primed(self, seqs) -> None:
-        """A clone's codec state is primed once per voice (in the scratch slot, kept by the Voice), then copied into
-        the slots of all the streams that start now."""
+        """Primed once per voice in the scratch slot, then copied into the new streams' slots."""
         voices = list({id(s.voice): s.voice for s in seqs}.values())
         decoder = self.codec.decoder
         for v in voices:
@@ -62,7 +59,6 @@ class TalkerStages:
         return self.tts.talker(rows, positions, kv)
 
     def first(self, slots, hidden, sampling, all_greedy: bool):
-        """A new stream's first codebook-0 id, from its prompt's last hidden state (EOS never comes first)."""
         return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), sampling, all_greedy)
 
     def talk(self, slots, text_ids, positions, allow_eos, kv, sampling, all_greedy: bool):

@@ -1,4 +1,4 @@
-"""The talker LM: emits codebook 0 per frame. Module names follow the checkpoint (`talker.*`)."""
+"""The talker LM: emits codebook 0 per frame."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -35,19 +35,16 @@ class Talker(nn.Module):
         self.rotary = Rotary(cfg.talker.head_dim, cfg.talker.rope_theta)
 
     def embed_text(self, ids: torch.Tensor) -> torch.Tensor:
-        """P(ids): text embedding through the projection MLP."""
         return self.text_projection(self.model.text_embedding(ids))
 
     def embed_codec(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.codec_embedding(ids)
 
     def embed_frame(self, codes: torch.Tensor) -> torch.Tensor:
-        """[B, 16] codes of a frame -> the sum of their 16 embeddings (talker input before the text row)."""
         tables = [self.model.codec_embedding] + list(self.code_predictor.model.codec_embedding)
         return torch.stack([t(codes[:, i]) for i, t in enumerate(tables)], dim=1).sum(1)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, kv) -> torch.Tensor:
-        """Packed rows [N, H] at `positions` -> final-norm hidden states [N, H]."""
         cos, sin = self.rotary(positions, x.dtype)
         return self.model(x, cos, sin, kv)
 

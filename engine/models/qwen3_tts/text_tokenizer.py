@@ -1,9 +1,4 @@
-"""Qwen2 byte-level BPE, token for token as the reference processor tokenizes (built on `tokenizers` only).
-
-The reference loads its processor with `fix_mistral_regex=True`. transformers 4.57.x then swaps the Qwen2 split
-regex for the Mistral one below when the tokenizer comes from a local directory (or HF offline mode) whose
-config.json has no transformers_version or one in (4.57.2, 5.0): the published configs say 4.57.3. So "iPhone"
-splits as "i|Phone". We always use the swapped regex, whatever transformers version is installed."""
+"""Qwen2 byte-level BPE as the reference processor tokenizes, with the Mistral split regex fix_mistral_regex selects."""
 import json
 import re
 import unicodedata
@@ -16,14 +11,14 @@ from engine.models.qwen3_tts.config import ASSETS
 SPLIT_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
                r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-WORD_HEAD = {"Lu", "Lt", "Lm", "Lo", "Mn", "Mc", "Me"}     # the regex's [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+WORD_HEAD = {"Lu", "Lt", "Lm", "Lo", "Mn", "Mc", "Me"}
 
 
 class TextTokenizer:
 
     def __init__(self, tokenizer: Tokenizer, added_tokens: dict[str, int]):
         self._tok = tokenizer
-        self.special_ids = added_tokens          # "<|im_start|>" -> 151644, "<tts_pad>" -> 151671, ...
+        self.special_ids = added_tokens
         self._added_ids = set(added_tokens.values())
         self._added_prefixes = {t[:i] for t in added_tokens for i in range(1, len(t))}
         self._longest_added = max(map(len, added_tokens))
@@ -41,7 +36,6 @@ class TextTokenizer:
         tok.decoder = decoders.ByteLevel()
         config = json.loads((dir / "tokenizer_config.json").read_text())
         added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
-        # All are matched in the raw text before normalization, special or not (normalized=False).
         tok.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
         return cls(tok, {t["content"]: int(i) for i, t in added})
 
@@ -55,38 +49,29 @@ class TextTokenizer:
         return self.special_ids[token]
 
     def final_count(self, text: str, closed: bool) -> int:
-        """How many leading tokens of encode(text) stay the same whatever text is appended later."""
         return len(self.split_final(text, closed)[0])
 
     def split_final(self, text: str, closed: bool) -> tuple[list[int], int]:
-        """(final leading ids, n): for any appended s, encode(text + s) == ids + encode(text[n:] + s)."""
+        """For any appended s: encode(text + s) == ids + encode(text[n:] + s)."""
         ids, count, cut = self._split(self._tok.encode(text, add_special_tokens=False), text, closed)
         return ids[:count], cut
 
     def split_final_batch(self, texts: list[str], closed: list[bool]) -> list[tuple[list[int], int, int]]:
-        """(ids of encode(text), how many are final, n) per text, as split_final gives them: one call whose
-        encoding runs in the Rust side's threads, without the interpreter lock."""
         encodings = self._tok.encode_batch(texts, add_special_tokens=False)
         return [self._split(enc, text, c) for enc, text, c in zip(encodings, texts, closed)]
 
     def _split(self, enc, text: str, closed: bool) -> tuple[list[int], int, int]:
-        """Pre-token pieces are final up to, not including, the piece holding the last settled character.
-        Matching a piece reads at most one character past it, to the end of a whitespace run, or to the end of
-        a run of WORD_HEAD letters (the letter patterns backtrack over it: "中文A" is "中文|A", "中文Aa" one
-        piece), so a settled character that is not whitespace fences off everything before its piece, and no
-        final piece ends inside a trailing WORD_HEAD run. A piece that a space or tab follows is final too: no
-        pattern takes it past one (only whitespace runs do, and punctuation takes line breaks). NFC can only
-        rewrite the last base character and the marks after it, which always sit in a held piece."""
+        """A piece is final before the one holding the last settled character, or when a space or tab follows it."""
         ids = enc.ids
         if closed:
             return ids, len(ids), len(text)
         limit, run, head = self._settled_end(text)
         words, count, cut = enc.word_ids, 0, 0
-        # A piece ends where the next begins: `tokenizers` misplaces the end offset of an NFC-composed character.
+        # `tokenizers` misplaces the end offset of NFC-composed characters
         ends = [start for start, _ in enc.offsets[1:]] + [len(text)] * bool(ids)
         for i, end in enumerate(ends):
             if i + 1 < len(ids) and words[i + 1] == words[i]:
-                continue                        # not the last token of its piece
+                continue
             fenced = end < head and text[end] in " \t" and not text[end - 1].isspace()
             if not (end < limit and end <= run or end == limit and ids[i] in self._added_ids or fenced):
                 break
@@ -94,9 +79,6 @@ class TextTokenizer:
         return ids, count, cut
 
     def _settled_end(self, text: str) -> tuple[int, int, int]:
-        """(end, run, head): end of the text that no appended text can change: before a possible start of an
-        added token (its match would end the text segment there: `head`), then before trailing whitespace; and
-        where the WORD_HEAD run that ends at that possible start begins."""
         head = self._added_head.search(text, max(0, len(text) - self._longest_added))
         while head and text[head.start():] not in self._added_prefixes:
             head = self._added_head.search(text, head.start() + 1)
@@ -105,6 +87,6 @@ class TextTokenizer:
         while run and unicodedata.category(text[run - 1]) in WORD_HEAD:
             run -= 1
         head = end
-        while end and text[end - 1].isspace():     # str.isspace covers the regex's \s
+        while end and text[end - 1].isspace():
             end -= 1
         return end, run, head

@@ -1,6 +1,4 @@
-"""Registered clone voices on disk: one `NAME.safetensors` per voice (x-vector, reference codes; its JSON header
-holds the transcript ids and the metadata), in a directory per model that every replica may share. A voice exists
-while its file does: written to a temporary name and renamed, so a reader sees the old voice or the new one, whole."""
+"""Registered clone voices on disk, one file per voice, written atomically (temporary name, then rename)."""
 import json
 import os
 import re
@@ -16,13 +14,11 @@ SUFFIX = ".safetensors"
 
 
 def model_folder(model_name: str) -> str:
-    """A model's sub-directory: voices computed by one checkpoint's encoders mean nothing to another's."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", model_name.rstrip("/").split("/")[-1].replace("dummy:", "dummy-"))
 
 
 class VoiceStore:
     def __init__(self, path: str | os.PathLike, model_name: str = ""):
-        """`path`: the model's folder (for_model), or one that a reader was told of (the engine core's)."""
         self.path, self.model_name = Path(path), model_name
         self.path.mkdir(parents=True, exist_ok=True)
 
@@ -37,14 +33,13 @@ class VoiceStore:
         return sorted(f[:-len(SUFFIX)] for f in os.listdir(self.path) if f.endswith(SUFFIX) and not f.startswith("."))
 
     def version(self, name: str) -> int | None:
-        """The file's modification time (ns), or None once it is gone: a cached voice is good while it is unchanged."""
         try:
             return os.stat(self.file(name)).st_mtime_ns
         except FileNotFoundError:
             return None
 
     def save(self, name: str, voice: Voice, text: str | None = None) -> None:
-        tensors = {"xvector": voice.xvector.cpu().contiguous()}      # in the model's dtype: bit-exact
+        tensors = {"xvector": voice.xvector.cpu().contiguous()}
         if voice.ref_codes is not None:
             tensors["ref_codes"] = voice.ref_codes.cpu().contiguous()
         meta = dict(name=name, model=self.model_name, created=f"{time.time():.3f}", text=text or "",
@@ -59,7 +54,6 @@ class VoiceStore:
                 os.unlink(tmp)
 
     def load(self, name: str, device) -> Voice | None:
-        """A fresh Voice (its derived caches are rebuilt on first use), or None if there is no such voice."""
         try:
             with safe_open(self.file(name), "pt") as f:
                 meta = f.metadata()

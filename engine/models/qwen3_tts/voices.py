@@ -1,6 +1,4 @@
-"""Clone voices: conditioning computed once (x-vector, reference codes, transcript ids), kept in a bounded LRU in
-front of the voice store on disk (voice_store.py) when there is one: the store is the registry that every replica
-shares, so a cached voice is used only while its file is unchanged (one stat per request that names it)."""
+"""Clone voices in an LRU in front of the shared voice store; a cached voice is used while its file is unchanged."""
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -13,7 +11,7 @@ from engine.models.qwen3_tts.voice_store import VoiceStore
 class VoiceCache:
     def __init__(self, model, capacity: int = 64, store: VoiceStore | None = None):
         self.model, self.capacity, self.store = model, capacity, store
-        self._voices: OrderedDict[str, tuple[Voice, int | None]] = OrderedDict()   # name -> voice, its file's version
+        self._voices: OrderedDict[str, tuple[Voice, int | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __contains__(self, name: str) -> bool:
@@ -29,7 +27,6 @@ class VoiceCache:
             return list(self._voices)
 
     def get(self, name: str) -> Voice | None:
-        """Engine thread. A voice another replica re-registered is loaded again; one it deleted is gone."""
         version = self.store.version(name) if self.store is not None else None
         with self._lock:
             voice, cached = self._voices.get(name, (None, None))
@@ -39,8 +36,8 @@ class VoiceCache:
             self._voices.pop(name, None)
         if version is None:
             return None
-        voice = self.store.load(name, self.model.device)     # a fresh Voice: its primed codec state, frame rows
-        if voice is not None:                                # and prefix KV are built again on first use
+        voice = self.store.load(name, self.model.device)
+        if voice is not None:
             self._keep(name, voice, version)
         return voice
 
@@ -59,8 +56,7 @@ class VoiceCache:
         return future
 
     def compute(self, name: str, ref: VoiceRef, future: Future) -> None:
-        """Engine thread."""
-        if not future.set_running_or_notify_cancel():   # the caller gave up (cancelled): setting it would raise here
+        if not future.set_running_or_notify_cancel():   # the caller gave up: setting it would raise
             return
         try:
             voice = self.model.make_voice(ref)

@@ -1,4 +1,4 @@
-"""Self-attention with RoPE for both codec transformers, optionally streaming through a per-slot window KV cache."""
+"""Self-attention with RoPE for the codec transformers, optionally through a per-slot window KV cache."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -7,19 +7,17 @@ from engine.models.qwen3_tts.codec.layers import Stateful
 
 
 def rope_inv_freq(head_dim: int, theta: float, device: torch.device) -> torch.Tensor:
-    # float32 whatever the model dtype: positions grow without bound in a stream
+    # float32: positions grow without bound in a stream
     return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim)
 
 
 def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype):
-    """positions [B, T] -> cos, sin [B, 1, T, head_dim] (computed in float32, as the reference does)."""
     freqs = positions[..., None].float() * inv_freq
     angles = torch.cat([freqs, freqs], dim=-1)[:, None]
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def attention_mask(query_pos: torch.Tensor, key_pos: torch.Tensor, window: int | None) -> torch.Tensor:
-    """[B, 1, Tq, Tk] bool: a query sees keys at positions 0..itself, and only the last `window` of them."""
     distance = query_pos[:, :, None] - key_pos[:, None, :]
     mask = (distance >= 0) & (key_pos[:, None, :] >= 0)
     if window is not None:
@@ -33,10 +31,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(Stateful):
-    """Multi-head attention. With a `window`, the keys/values (after RoPE) of each stream's last window-1 frames are
-    kept in a ring (frame p at p mod (window-1)): a call with only new frames attends exactly as a full-sequence pass
-    would, and writes only its new frames (the order of keys does not change attention; the mask knows each key's
-    position)."""
+    """With a `window`, each stream's last window-1 keys/values live in a ring."""
 
     def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool = False,
                  window: int | None = None):
@@ -54,8 +49,7 @@ class Attention(Stateful):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                 slots: torch.Tensor | None, ring: torch.Tensor | None = None) -> torch.Tensor:
-        """x [B, T, hidden]; mask [B, 1, T, cached + T] (the ring's frames first, then the new ones); ring [B, T]:
-        where each new frame goes in the ring."""
+        """mask [B, 1, T, cached + T] (ring frames first); ring [B, T]: each new frame's ring slot."""
         batch, frames, _ = x.shape
         q, k, v = (proj(x).view(batch, frames, -1, self.head_dim).transpose(1, 2)
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
@@ -66,7 +60,6 @@ class Attention(Stateful):
         return self.o_proj(out.transpose(1, 2).reshape(batch, frames, -1))
 
     def _remember(self, name: str, slots: torch.Tensor | None, new: torch.Tensor, ring: torch.Tensor) -> torch.Tensor:
-        """[the slots' ring, new] along time, and the new frames (the last `cached` of them) into the ring."""
         keys = torch.cat([self.read_state(name, slots, new), new], dim=2)
         if slots is not None:
             n = min(new.shape[2], self.cached)

@@ -1,8 +1,4 @@
-"""Streaming codec decoder: 16 codes per 12.5 Hz frame -> 1920 samples of 24 kHz audio.
-
-Every layer is causal, so a stream is decoded frame by frame from per-slot state (conv histories, window KV caches,
-RoPE positions) and the audio equals a one-shot decode of all its codes. A slot is one stream; one call decodes
-the same number of new frames for a batch of slots."""
+"""Streaming codec decoder: every layer is causal, so frame-by-frame decoding from per-slot state is exact."""
 import math
 
 import torch
@@ -24,12 +20,11 @@ class ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
         h = self.conv1(x, slots, self.act1, with_bias=False)
-        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias)       # one fused pass
+        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias)
         return x + self.conv2(h, slots)
 
 
 class UpsampleBlock(nn.Module):
-    """Snake, transposed conv (x rate, halving the channels), residual units with dilations 1, 3, 9."""
 
     def __init__(self, in_dim: int, out_dim: int, rate: int):
         super().__init__()
@@ -44,7 +39,6 @@ class UpsampleBlock(nn.Module):
 
 
 class CodecDecoder(nn.Module):
-    """Built from the speech_tokenizer config; state_dict keys are the checkpoint's `decoder.*` keys unprefixed."""
 
     def __init__(self, config: dict, max_streams: int = 0):
         super().__init__()
@@ -70,7 +64,6 @@ class CodecDecoder(nn.Module):
         return self.pre_transformer.position.shape[0]
 
     def allocate(self, max_streams: int):
-        """Zeroed state for `max_streams` slots, on the device and in the dtype of the weights (it follows .to())."""
         weight = self.pre_conv.conv.weight
         for module in self.modules():
             if isinstance(module, Stateful):
@@ -78,23 +71,19 @@ class CodecDecoder(nn.Module):
 
     @torch.no_grad()
     def pack(self) -> None:
-        """Conv weights laid out channels-last, as the NHWC convs read them (values unchanged)."""
         for module in self.modules():
             if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
                 channels_last(module)
 
     def reset(self, slots: torch.Tensor):
-        """Forget the streams in `slots`: their next frame is frame 0 of a new stream."""
         for module in self.modules():
             if isinstance(module, Stateful):
                 module.reset(slots)
 
     @torch.no_grad()
     def decode(self, codes: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        """codes [B, T, K] continue the streams in `slots` [B] (distinct) -> audio [B, T * samples_per_frame].
-
-        `slots=None` decodes B fresh streams without touching any state."""
-        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)      # [B, T, C] from here on
+        """slots None: fresh streams, no state touched."""
+        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)
         x = self.pre_transformer(x, slots)
         for trans_conv, convnext in self.upsample:
             x = convnext(trans_conv(x, slots), slots)
@@ -105,26 +94,21 @@ class CodecDecoder(nn.Module):
         return x.clamp(-1, 1).squeeze(2)
 
     def prime(self, codes: torch.Tensor, slots: torch.Tensor):
-        """Feed context frames whose audio is not wanted (a voice clone's reference codes): the stream then
-        continues as if they had been decoded, which is what the reference's decode-and-cut amounts to."""
+        """Context frames whose audio is not wanted (a clone's reference), as the reference's decode-and-cut."""
         self.decode(codes, slots)
 
     def _states(self) -> list[tuple[Stateful, str]]:
         return [(m, name) for m in self.modules() if isinstance(m, Stateful) for name in m.state_specs]
 
     def primed_state(self, codes: torch.Tensor, slot: torch.Tensor) -> list[torch.Tensor]:
-        """The state a stream has after the context frames codes [T, K], primed in `slot` [1] (a scratch slot)
-        and copied out: new streams start from it (`load`) instead of decoding the context again."""
+        """The state after context frames, primed in a scratch slot; new streams `load` it."""
         self.reset(slot)
         self.prime(codes[None], slot)
         return [getattr(m, name)[slot] for m, name in self._states()]
 
     def load(self, slots: torch.Tensor, states: list[torch.Tensor]):
-        """states[i] [B, ...] (one row per slot, in `primed_state`'s order) into the state of `slots` [B]: one
-        indexed copy per state tensor."""
         for (m, name), rows in zip(self._states(), states):
             ops.write_rows(getattr(m, name), slots, rows)
 
     def decode_all(self, codes: torch.Tensor) -> torch.Tensor:
-        """codes [T, K] -> audio [T * samples_per_frame], one-shot."""
         return self.decode(codes[None], None)[0]

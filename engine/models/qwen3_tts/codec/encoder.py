@@ -1,6 +1,4 @@
-"""Codec encoder for reference audio (the Mimi encoder): 24 kHz mono -> 16 codes per 12.5 Hz frame, one-shot.
-
-SEANet conv stack (x960 down) -> causal transformer at 25 Hz -> strided conv (x2 down) -> split RVQ."""
+"""Codec encoder for reference audio (the Mimi encoder), one-shot."""
 import math
 
 import torch
@@ -13,7 +11,7 @@ from engine.models.qwen3_tts.codec.transformer import GeluMLP, TransformerLayer
 
 
 class PaddedConv(nn.Module):
-    """Causal Conv1d padded (k-1)*d+1-stride on the left and, on the right, just enough to fill the last stride."""
+    """Causal Conv1d padded on the left, and on the right just enough to fill the last stride."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1,
                  bias: bool = True, pad_mode: str = "constant"):
@@ -38,7 +36,6 @@ class ResnetBlock(nn.Module):
 
 
 class SEANet(nn.Module):
-    """[B, 1, samples] -> [B, hidden, samples / prod(ratios)]; channels double at every strided conv."""
 
     def __init__(self, cfg: dict):
         super().__init__()
@@ -57,8 +54,7 @@ class SEANet(nn.Module):
 
 
 class EncoderTransformer(nn.Module):
-    """Causal layers (LayerNorm, GELU MLP) over the whole clip. The config names a sliding window of 250 frames,
-    but the official encoder (transformers' Mimi) attends to the full past, and so do we."""
+    """Attends the full past: the config's sliding window is ignored, as in the official (Mimi) encoder."""
 
     def __init__(self, cfg: dict):
         super().__init__()
@@ -81,7 +77,6 @@ class EncoderTransformer(nn.Module):
 
 
 class CodecEncoder(nn.Module):
-    """Built from the speech_tokenizer config; state_dict keys are the checkpoint's `encoder.*` keys unprefixed."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -98,7 +93,6 @@ class CodecEncoder(nn.Module):
 
     @torch.no_grad()
     def encode(self, wav: torch.Tensor) -> torch.Tensor:
-        """wav [samples] (24 kHz mono, float) -> codes [ceil(samples / 1920), 16]."""
         weight = self.encoder.layers[0].conv.weight
         x = self.encoder(wav.to(weight.device, weight.dtype)[None, None])
         x = self.encoder_transformer(x.transpose(1, 2)).transpose(1, 2)

@@ -1,10 +1,4 @@
-"""Causal conv building blocks of the codec decoder, each able to continue a stream from per-slot state.
-
-Activations are channels-last, [B, T, C]: the convs run as NHWC conv2d (cuDNN's native layout on tensor cores,
-no layout transposes) and the norms, MLPs and SnakeBeta work on the last dimension. Every stateful layer keeps
-what it needs from the past in buffers whose first dimension is the slot (one stream). `forward(x, slots)` reads
-the state of `slots`, processes only the new frames and writes the state back; `slots=None` decodes from
-silence without touching any state (one-shot use)."""
+"""Causal conv blocks of the codec decoder, channels-last [B, T, C], continuing each stream from per-slot state."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -13,7 +7,6 @@ from engine.kernels.registry import ops
 
 
 class Stateful(nn.Module):
-    """A layer whose per-stream state lives in non-persistent buffers of shape [slots, *shape]."""
 
     def __init__(self):
         super().__init__()
@@ -42,8 +35,7 @@ class Stateful(nn.Module):
             ops.write_rows(getattr(self, name), slots, value)
 
     def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
-        """A causal conv's input: act(x) (act: a SnakeBeta before the conv, or None) behind the slots' carried
-        `context` inputs along time, in one fused pass; its tail becomes the new history."""
+        """act(x) behind the carried history in one fused pass; its tail becomes the new history."""
         if not self.context:
             return x if act is None else act(x)
         history = self.read_state("history", slots, x)
@@ -53,13 +45,11 @@ class Stateful(nn.Module):
 
 
 def channels_last(conv: nn.Module) -> None:
-    """Re-lay a conv's [out, in, k] weight so that its [out, in, 1, k] view is channels-last (same values)."""
     w = conv.weight.data
     conv.weight.data = w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
 
 
 def as_nhwc(x: torch.Tensor) -> torch.Tensor:
-    """[B, T, C] -> the [B, C, 1, T] view conv2d takes (channels-last memory when x is contiguous)."""
     return x.transpose(1, 2).unsqueeze(2)
 
 
@@ -68,7 +58,6 @@ def from_nhwc(y: torch.Tensor) -> torch.Tensor:
 
 
 class CausalConv(Stateful):
-    """Conv1d that sees only the past: the last (kernel-1)*dilation input samples are carried between calls."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1):
         super().__init__()
@@ -79,20 +68,18 @@ class CausalConv(Stateful):
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
                 with_bias: bool = True) -> torch.Tensor:
-        """with_bias=False leaves the bias to the caller, to fuse into what follows (cuDNN adds it in a separate, slow pass)."""
+        """with_bias=False leaves the bias to the caller to fuse (cuDNN adds it in a separate, slow pass)."""
         x = self.conv_input(x, slots, act)
         c = self.conv
         bias = c.bias if with_bias else None
-        if c.kernel_size[0] == 1 and c.groups == 1:          # pointwise: a GEMM with the bias in its epilogue
+        if c.kernel_size[0] == 1 and c.groups == 1:
             return F.linear(x, c.weight[:, :, 0], bias)
         return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], bias, dilation=(1, c.dilation[0]),
                                   groups=c.groups))
 
 
 class CausalTransConv(Stateful):
-    """ConvTranspose1d trimmed on the right so that output frame i depends on inputs <= i only.
-
-    With kernel > stride an output also overlaps earlier inputs; those are carried between calls."""
+    """Trimmed so output i depends on inputs <= i; overlapping earlier inputs are carried."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int):
         super().__init__()
@@ -111,7 +98,6 @@ class CausalTransConv(Stateful):
 
 
 class SnakeBeta(nn.Module):
-    """x + sin^2(x * e^alpha) / e^beta, per channel (the last dimension; parameters stored on log scale)."""
 
     def __init__(self, channels: int):
         super().__init__()
@@ -123,7 +109,6 @@ class SnakeBeta(nn.Module):
 
 
 class ConvNeXtBlock(nn.Module):
-    """Causal depthwise conv, LayerNorm, pointwise MLP (x4, GELU), scaled by gamma, plus the input."""
 
     def __init__(self, dim: int):
         super().__init__()

@@ -1,4 +1,4 @@
-"""The 12 Hz speech tokenizer as one module: its state_dict keys are those of speech_tokenizer/model.safetensors."""
+"""The speech tokenizer as one module, keyed as speech_tokenizer/model.safetensors."""
 from torch import nn
 
 from engine.models.qwen3_tts.codec.decoder import CodecDecoder

@@ -1,7 +1,4 @@
-"""Split residual vector quantizers: codebook 0 (semantic) and codebooks 1.. (acoustic) have separate projections.
-
-The codebooks are EMA-trained: an entry is embedding_sum / usage. The decoder and encoder halves of the checkpoint
-name the same things differently, so each side has its own module tree with the checkpoint's names."""
+"""Split residual vector quantizers; encoder and decoder each keep the checkpoint's (different) names."""
 import torch
 from torch import nn
 
@@ -24,7 +21,7 @@ class _DecoderCodebook(nn.Module):
 class _DecoderRVQ(nn.Module):
     def __init__(self, num_quantizers: int, size: int, dim: int, outer_dim: int):
         super().__init__()
-        self.input_proj = _conv1x1(outer_dim, dim)      # unused when decoding; part of the checkpoint
+        self.input_proj = _conv1x1(outer_dim, dim)      # part of the checkpoint
         self.output_proj = _conv1x1(dim, outer_dim)
         self.vq = nn.Module()
         self.vq.layers = nn.ModuleList(nn.Module() for _ in range(num_quantizers))
@@ -33,8 +30,7 @@ class _DecoderRVQ(nn.Module):
 
 
 class Dequantizer(nn.Module):
-    """codes [B, T, K] -> [B, outer_dim, T]. The entries of all K codebooks are computed once into `table`,
-    again after every load_state_dict (call `refresh()` after changing the codebooks any other way)."""
+    """`table` is refreshed after every load_state_dict."""
 
     def __init__(self, num_quantizers: int, size: int, dim: int, outer_dim: int):
         super().__init__()
@@ -52,7 +48,7 @@ class Dequantizer(nn.Module):
         return torch.stack([codebook_entries(b.embedding_sum, b.cluster_usage) for b in books])
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
-        entries = self.table[torch.arange(codes.shape[-1], device=codes.device), codes]      # [B, T, K, dim]
+        entries = self.table[torch.arange(codes.shape[-1], device=codes.device), codes]
         first = self.rvq_first.output_proj(entries[:, :, 0].transpose(1, 2))
         return first + self.rvq_rest.output_proj(entries[:, :, 1:].sum(2).transpose(1, 2))
 
@@ -70,13 +66,12 @@ class _EncoderRVQ(nn.Module):
         super().__init__()
         projected = dim != outer_dim
         self.input_proj = _conv1x1(outer_dim, dim) if projected else nn.Identity()
-        self.output_proj = _conv1x1(dim, outer_dim) if projected else nn.Identity()   # unused when encoding
+        self.output_proj = _conv1x1(dim, outer_dim) if projected else nn.Identity()
         self.layers = nn.ModuleList(nn.Module() for _ in range(num_quantizers))
         for layer in self.layers:
             layer.codebook = _EncoderCodebook(size, dim)
 
     def encode(self, x: torch.Tensor, num_quantizers: int) -> torch.Tensor:
-        """x [B, outer_dim, T] -> codes [B, T, num_quantizers]: each stage takes the entry nearest to what is left."""
         residual = self.input_proj(x).transpose(1, 2).float()
         codes = []
         for layer in self.layers[:num_quantizers]:
@@ -89,7 +84,6 @@ class _EncoderRVQ(nn.Module):
 
 
 class Quantizer(nn.Module):
-    """[B, outer_dim, T] -> codes [B, T, num_quantizers] (the semantic codebook first)."""
 
     def __init__(self, num_quantizers: int, num_semantic: int, size: int, dim: int, outer_dim: int):
         super().__init__()

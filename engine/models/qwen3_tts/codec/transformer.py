@@ -1,4 +1,4 @@
-"""Transformer layers of the codec (LayerScale on both residual branches) and the decoder's streaming stack."""
+"""Transformer layers of the codec and the decoder's streaming stack."""
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -14,7 +14,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.float()       # float32 for any input dtype, float64 included, as the reference computes it
+        h = x.float()       # as the reference computes it
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
 
@@ -66,9 +66,6 @@ class TransformerLayer(nn.Module):
 
 
 class DecoderTransformer(Stateful):
-    """input_proj -> causal sliding-window layers (RMSNorm, SwiGLU) -> norm -> output_proj, on [B, T, latent].
-
-    Per stream it keeps each layer's window KV cache and the RoPE position of its next frame."""
 
     def __init__(self, cfg: dict):
         super().__init__()
