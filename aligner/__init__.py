@@ -2,7 +2,7 @@
 from .align import Aligner, Word
 from .bargein import Spoken, spoken
 from .live import LiveWords
-from .service import AlignmentService, AlignmentUnavailable
+from .alignment_service import AlignmentService, AlignmentUnavailable
 from .stream import Job, WordStream
 
 __all__ = ["Aligner", "Word", "Spoken", "spoken", "LiveWords", "AlignmentService", "AlignmentUnavailable", "Job",

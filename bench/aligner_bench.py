@@ -257,7 +257,7 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
                                             latencies))
 
     before = dict(service.stats, **{f"turns_{k}": v for k, v in engine.side_work.stats.items()}) if service else {}
-    steps, frames, cpu, _ = engine.loop.steps, engine.loop.frames_total, thread_cpu(), probe.take()
+    steps, frames, cpu, _ = engine.step.steps, engine.step.frames_total, thread_cpu(), probe.take()
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(c)))
     wall = time.perf_counter() - t0
@@ -265,7 +265,7 @@ async def level(engine, service, c: int, items, times, probe: InterpreterProbe) 
     audio_wall = max(r.arrivals[-1] for r in records) - t0    # the TTS's part: words may settle later
     row = dict(concurrency=c, align=service is not None, **summarize(records, audio_wall), settled_wall_s=wall,
                thread_cpu=cpu, **probe.take(),
-               frames_per_step=(engine.loop.frames_total - frames) / max(1, engine.loop.steps - steps))
+               frames_per_step=(engine.step.frames_total - frames) / max(1, engine.step.steps - steps))
     if leads:
         busy, device, aligned = (service.stats[k] - before[k] for k in ("busy_seconds", "device_seconds",
                                                                         "audio_seconds"))

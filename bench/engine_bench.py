@@ -58,16 +58,16 @@ class HostProfile:
     def __init__(self, loop):
         import cProfile
         self.loop, self.prof, self.steps = loop, cProfile.Profile(), 0
-        step = type(loop).step.__get__(loop)
+        step = type(loop).run.__get__(loop)
 
         def profiled():
             self.steps += 1
             self.prof.runcall(step)
-        loop.step = profiled
+        loop.run = profiled
 
     def report(self, top: int = 14) -> None:
         import pstats
-        del self.loop.step                          # back to the class's step
+        del self.loop.run                          # back to the class's step
         stats = pstats.Stats(self.prof).stats
         rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
         print(f"  host profile, ms per step over {self.steps} steps (tottime / cumtime):")
@@ -104,7 +104,7 @@ def main():
                          kv_tokens_per_seq=args.kv_tokens,
                          kernels=KernelSettings(side_decode=not args.serial_decode)).start()
     print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", flush=True)
-    engine.loop.profile = args.profile
+    engine.step.profile = args.profile
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     asyncio.run(run_level(engine, 2, workload(4, seed=99, max_chars=60), tuple(args.chunk_frames)))   # warm-up
     results = []
@@ -114,14 +114,14 @@ def main():
                          seed=int(c), max_chars=args.max_chars)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
-        engine.loop.reset_profile()
-        host = HostProfile(engine.loop) if args.host_profile else None
+        engine.step.reset_profile()
+        host = HostProfile(engine.step) if args.host_profile else None
         run = run_level(engine, c, items, tuple(args.chunk_frames)) if kind == "concurrency" else \
             run_poisson(engine, c, items, tuple(args.chunk_frames))
         records, wall = asyncio.run(run)
         row = dict(device=device, model=engine.info["model"], **{kind: c}, **summarize(records, wall),
-                   ms_per_step=round(wall * 1000 / max(engine.loop.steps, 1), 2),
-                   profile=engine.loop.profile_summary())
+                   ms_per_step=round(wall * 1000 / max(engine.step.steps, 1), 2),
+                   profile=engine.step.profile_summary())
         if torch.cuda.is_available():
             row["gpu_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
         results.append(row)

@@ -14,7 +14,7 @@ from starlette.websockets import WebSocket
 from qwen_tts_client import protocol as p
 
 from . import http_api, openai_speech, redact
-from .service import Gateway
+from .state import Gateway
 from .session import Session
 
 STATIC = Path(__file__).parent / "static"           # the playground's page, script and style

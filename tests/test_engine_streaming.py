@@ -39,9 +39,9 @@ def requests():
 
 @pytest.fixture(params=[64, 1], ids=["audio-read-at-once", "audio-read-next-step"])
 def read_later_from(engine, request):
-    engine.loop.audio.read_later_from = request.param
+    engine.step.audio.read_later_from = request.param
     yield request.param
-    engine.loop.audio.read_later_from = 64
+    engine.step.audio.read_later_from = 64
 
 
 def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_later_from):

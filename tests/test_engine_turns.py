@@ -70,9 +70,9 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
     def side():
         while not stop.is_set():
             with engine.side_work.turn(0.3) as turn:
-                steps, slack = engine.loop.steps, engine.scheduler.slack_s(engine.clock.monotonic())
+                steps, slack = engine.step.steps, engine.scheduler.slack_s(engine.clock.monotonic())
                 time.sleep(0.3)
-                turns.append((turn.given, slack, engine.loop.steps - steps))
+                turns.append((turn.given, slack, engine.step.steps - steps))
     try:
         request = SynthesisRequest(text="A long enough sentence to be spoken for a while.", max_frames=120,
                                    ignore_eos=True, sampling=SamplingParams(seed=1))

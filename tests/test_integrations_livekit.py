@@ -14,7 +14,7 @@ from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until 
 from qwen_tts_client import protocol as p  # noqa: E402
 from qwen_tts_client.livekit import QwenTTS  # noqa: E402
 from qwen_tts_client.livekit.stream import timed  # noqa: E402
-from qwen_tts_client.words import WordPieces  # noqa: E402
+from qwen_tts_client.word_pieces import WordPieces  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from engine import Engine
-from gateway.service import GatewayConfig
+from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
 

@@ -21,7 +21,7 @@ from engine.core.runner import ModelRunner
 from engine.core.side_work import SideWork
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
-from engine.core.step import StepLoop
+from engine.core.step import Step
 from engine.kernels.registry import KernelSettings, select
 from engine.models.base import Model
 
@@ -58,7 +58,7 @@ class Engine(EngineThread):
         self.voices = model.voices(voices_dir)
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
-        self.loop = StepLoop(model, self.runner, self.scheduler, clock)
+        self.step = Step(model, self.runner, self.scheduler, clock)
         self.isolation = FaultIsolation(self.scheduler)
         self.side_work = SideWork()
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -84,12 +84,12 @@ class Engine(EngineThread):
 
     @property
     def step_ms(self) -> float:
-        return self.loop.step_s * 1000
+        return self.step.step_s * 1000
 
     def stats(self) -> dict:
         sched = self.scheduler
         return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),
-                    frames=self.loop.frames_total, errors=self.errors, step_ms=self.step_ms,
+                    frames=self.step.frames_total, errors=self.errors, step_ms=self.step_ms,
                     max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)

@@ -16,7 +16,7 @@ class EngineThread:
             torch.cuda.synchronize(self.model.device)
             torch.cuda.set_stream(torch.cuda.Stream(self.model.device, priority=-100))
         while not self._stop:
-            busy = self.scheduler.has_work() or self.loop.audio.in_flight
+            busy = self.scheduler.has_work() or self.step.audio.in_flight
             if not busy:
                 self.side_work.idle()
             self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
@@ -24,11 +24,11 @@ class EngineThread:
                 break
             self._follow(self.side_work.close())
             try:
-                self.isolation.run(self.loop.step)
+                self.isolation.run(self.step.run)
             except Exception as exc:          # a failed step ends only the stream(s) that made it fail
                 self.errors += 1
                 traceback.print_exc()
-                self.loop.drop_in_flight()
+                self.step.drop_in_flight()
                 for seq, error in self.isolation.failed(exc):
                     self._fail(seq, error)
             else:
@@ -41,11 +41,11 @@ class EngineThread:
         if self.side_work.wanted is None:
             return
         slack = self.scheduler.slack_s(self.clock.monotonic())
-        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.loop.step_s), lambda: self._before_turn(slack)))
+        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.step.step_s), lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""
-        self.loop.audio.send(slack)
+        self.step.audio.send(slack)
         self.runner.join_decode()
         return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
 
@@ -66,7 +66,7 @@ class EngineThread:
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
-        self.loop.settle_text()
+        self.step.settle_text()
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]
 
@@ -75,7 +75,7 @@ class EngineThread:
         if kind == "add":
             seq = args[0]
             try:
-                self.loop.admit_request(seq, self.voices)
+                self.step.admit_request(seq, self.voices)
                 self.scheduler.add(seq, self.step_ms)
                 self.seqs[seq.id] = seq
             except EngineInputError as exc:
@@ -89,9 +89,9 @@ class EngineThread:
             if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
                 return                          # text after close_text would be spoken after end-of-text
             if kind == "cancel":
-                self.loop.end(seq, "cancelled")
+                self.step.end(seq, "cancelled")
             else:
-                self.loop.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
+                self.step.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
 
     def _fail(self, seq: Sequence, exc: Exception) -> None:
         self.scheduler.finish(seq, "error")

@@ -19,7 +19,7 @@ class KVCacheFull(RuntimeError):
     """A stream needed a KV block when none was free: it ends; the others go on."""
 
 
-class StepLoop:
+class Step:
     def __init__(self, model, runner, scheduler, clock):
         self.model, self.runner, self.scheduler, self.clock = model, runner, scheduler, clock
         self.intake = TextIntake(model.tokenizer, len(model.tokenizer.encode(model.text_prefix)))
@@ -79,7 +79,7 @@ class StepLoop:
             return None
         return prompt
 
-    def step(self) -> None:
+    def run(self) -> None:
         runner, sched = self.runner, self.scheduler
         self.steps += 1
         started = time.perf_counter()

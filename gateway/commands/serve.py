@@ -60,7 +60,7 @@ def run(args, argv: list[str]) -> int:
     from ..core import EngineSpec, starts
     from ..frontends import listening_socket, share, start_frontends
     from ..server import GatewayServer, create_app, uvicorn_config
-    from ..service import Gateway, GatewayConfig
+    from ..state import Gateway, GatewayConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.replicas:

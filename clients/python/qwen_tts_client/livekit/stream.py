@@ -12,7 +12,7 @@ from .. import protocol as p
 
 from ..client import Context
 from ..connection import CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT, GatewayError
-from ..words import WordPieces
+from ..word_pieces import WordPieces
 
 if TYPE_CHECKING:
     from .tts import QwenTTS

@@ -16,7 +16,7 @@ from .. import protocol as p
 
 from ..connection import (SPEECH_OPTIONS, Endpoint, GatewayError, gateway_language, open_socket, server_messages,
                           speech_options)
-from ..words import WordPieces
+from ..word_pieces import WordPieces
 
 CONTEXT_SETTINGS = {"voice", "language", "instruct"}
 
