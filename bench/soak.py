@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.load_server import ServeProcess, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
-from bench.soak_client import PROVOKED, SoakJob, run_soak_client  # noqa: E402
+from bench.soak_client import SoakJob, run_soak_client  # noqa: E402
 from bench.workload import workload  # noqa: E402
 
 GAUGES = ("tts_generating_requests", "tts_active_contexts", "tts_sockets", "tts_kv_reserved_tokens",

@@ -12,8 +12,6 @@ import websockets
 from bench.load_socket import LoadSocket, Speech, Tally
 from qwen_tts_client import protocol as p
 
-PROVOKED = {"cancelled": "cancelled by the client", "socket_closed": "its socket aborted by the client"}
-
 
 @dataclass
 class SoakJob:

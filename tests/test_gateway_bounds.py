@@ -150,7 +150,6 @@ def test_keepalives_keep_contexts_not_engine_slots():
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=32).start(),
                        GatewayConfig(max_frames=20, context_timeout=3600,
                                      limits=Limits(idle_release=0.5, max_outbound_seconds=3600)), clock=clock).start()
-    gw = srv.gateway
 
     async def run():
         async with websockets.connect(srv.ws_url) as a, websockets.connect(srv.ws_url) as b, \

@@ -1,6 +1,5 @@
 """The engine thread: drains the inbox, runs each step, gives side work turns between steps."""
 import queue
-import time
 import traceback
 
 import torch

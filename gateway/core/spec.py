@@ -23,8 +23,6 @@ class EngineSpec:
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
 
     def build(self):
-        import torch
-
         from aligner import Aligner
         from engine import Engine
         from engine.models.weights import default_device_dtype
