@@ -17,8 +17,7 @@ def main(argv=None) -> int:
             return serve.run(args, argv[1:])
         return {"synth": synth, "align": align}[args.command].run(args)
     except Exception as exc:
-        from engine.api.request import EngineInputError
-        from engine.models.weights import ModelLoadError
+        from engine import EngineInputError, ModelLoadError
         if isinstance(exc, (EngineInputError, ModelLoadError, FileNotFoundError)):
             print(f"error: {exc}", file=sys.stderr)
             return 2

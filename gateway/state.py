@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from engine.core.clock import REAL_CLOCK, Clock
+from engine import REAL_CLOCK, Clock
 
 from .core import EngineClient
 from .limits import Limits

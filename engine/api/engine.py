@@ -99,7 +99,7 @@ class Engine(EngineThread):
         request = self.validator.prepare(request)
         seq_id = next(self._ids)
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
-        handle = RequestHandle(self, seq_id, sink)
+        handle = RequestHandle(self, seq_id, self.validator.check_append, sink)
         self.inbox.put(("add", Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)))
         return handle
 

@@ -6,8 +6,8 @@ from engine.api.request import AudioChunk
 
 
 class RequestHandle:
-    def __init__(self, engine, seq_id: int, sink=None):
-        self.engine, self.id, self.sink = engine, seq_id, sink
+    def __init__(self, engine, seq_id: int, check_append, sink=None):
+        self.engine, self.id, self.check_append, self.sink = engine, seq_id, check_append, sink
         try:
             self._loop = asyncio.get_running_loop()
             self._queue = asyncio.Queue()
@@ -16,7 +16,7 @@ class RequestHandle:
         self.done = False
 
     def append_text(self, text: str) -> None:
-        self.engine.validator.check_append(text)
+        self.check_append(text)
         self.engine.append_text(self.id, text)
 
     def close_text(self) -> None:
@@ -32,6 +32,10 @@ class RequestHandle:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:                    # the caller's loop is gone
             self.engine.cancel(self.id)
+
+    def put(self, item: AudioChunk | Exception) -> None:
+        """From the thread or event loop that owns the handle."""
+        self._queue.put_nowait(item)
 
     def _take(self, item):
         if isinstance(item, Exception):

@@ -3,14 +3,14 @@ from collections import deque
 
 import torch
 
-from engine.models.qwen3 import LMConfig
+from engine.models.base import KVLayout
 from engine.kernels.registry import ops
 from engine.core.prefix_cache import PrefixCache
 from engine.core.transfer import upload
 
 
 class PagedKVCache:
-    def __init__(self, cfg: LMConfig, num_blocks: int, block_size: int, stream_slots: int, max_blocks: int,
+    def __init__(self, cfg: KVLayout, num_blocks: int, block_size: int, stream_slots: int, max_blocks: int,
                  dtype, device):
         """The last block and the last stream slot are scratch: padding rows write there."""
         shape = (cfg.num_layers, num_blocks * block_size, cfg.num_kv_heads, cfg.head_dim)

@@ -1,5 +1,5 @@
-"""Side work (e.g. voice cloning) in turns between steps, within the listeners' slack.
-Turns run alone: side kernels beside a step's small dependent ones slow both."""
+"""Work beside the engine in turns on its device between steps, within the listeners' slack; alone, since side
+kernels beside a step's small dependent ones slow both."""
 import threading
 import time
 from contextlib import contextmanager

@@ -57,7 +57,7 @@ class EngineClient:
         request = self.validator.prepare(request)
         if self.failure:
             raise RuntimeError(self.failure)
-        handle = RequestHandle(self, next(self.ids))
+        handle = RequestHandle(self, next(self.ids), self.validator.check_append)
         self.requests[handle.id] = handle
         self.send(("add", handle.id, request))
         return handle
@@ -123,10 +123,10 @@ class EngineClient:
                 if (handle := self.requests.get(key)) is not None:
                     if rest[0].final:
                         del self.requests[key]
-                    handle._queue.put_nowait(rest[0])
+                    handle.put(rest[0])
             elif kind == "error":
                 if (handle := self.requests.pop(key, None)) is not None:
-                    handle._queue.put_nowait(rest[0].exception())
+                    handle.put(rest[0].exception())
             elif kind in ("voice", "aligned"):
                 if len(rest) > 1:
                     self.voices.known = rest[1]
@@ -158,7 +158,7 @@ class EngineClient:
         self.failure = reason
         error = RuntimeError(reason)
         for handle in self.requests.values():
-            handle._queue.put_nowait(error)
+            handle.put(error)
         for future in self.calls.values():
             if not future.done():
                 future.set_exception(error)

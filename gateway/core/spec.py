@@ -24,8 +24,7 @@ class EngineSpec:
 
     def build(self):
         from aligner import Aligner
-        from engine import Engine
-        from engine.models.weights import default_device_dtype
+        from engine import Engine, default_device_dtype
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
@@ -52,12 +51,13 @@ def warm_up(engine, aligner=None):
     from engine import SamplingParams, SynthesisRequest, VoiceRef
 
     request = SynthesisRequest(text="Warming up.", max_frames=4, sampling=SamplingParams(seed=0))
+    rate = engine.info["sample_rate"]
     if engine.info["model_type"] == "base":
-        tone = 0.1 * np.sin(np.arange(24000) * 2 * np.pi * 220 / 24000).astype(np.float32)
-        request.ref = VoiceRef(tone, 24000, x_vector_only=True)
+        tone = 0.1 * np.sin(np.arange(rate) * 2 * np.pi * 220 / rate).astype(np.float32)
+        request.ref = VoiceRef(tone, rate, x_vector_only=True)
     for _ in engine.submit(request).iter_blocking():
         pass
     if aligner is None:
         return None
-    aligner.align_units([(np.zeros(24000, np.float32), ["warming", "up"])], 24000)
+    aligner.align_units([(np.zeros(rate, np.float32), ["warming", "up"])], rate)
     return AlignmentService(aligner, side_work=engine.side_work).start()
