@@ -16,9 +16,7 @@ class Sequence:
                  audio: AudioFormat | None):
         self.id, self.request, self.handle, self.seed, self.audio = seq_id, request, handle, seed, audio
         self.status = Status.WAITING
-        self.voice = None
-        self.language_id: int | None = None
-        self.instruct_ids: list[int] | None = None
+        self.conditioning = None              # the model's own per-stream state, set by its prepare()
         self.closed = request.text_complete
         self.unsettled = [text_prefix, request.text]    # text whose ids may still change
         self.settled = 0
