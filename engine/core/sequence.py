@@ -32,8 +32,8 @@ class Sequence:
         self.block_table: list[int] = []
         self.synced_blocks = 0
         self.num_tokens = 0
-        self.num_c0 = 0
-        self.has_c0 = False
+        self.frames_started = 0               # frames whose first code is drawn
+        self.frame_started = False            # the next frame's first code is drawn: it can be predicted
         self.frames = 0
         self.unread = 0
         self.pending: list = []               # (codes [K], PCM [samples])
@@ -88,4 +88,4 @@ class Sequence:
     @property
     def eos_allowed(self) -> bool:
         # reference min_new_tokens = 2
-        return self.num_c0 >= 2 and self.closed and not self.request.ignore_eos
+        return self.frames_started >= 2 and self.closed and not self.request.ignore_eos

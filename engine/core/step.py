@@ -90,7 +90,7 @@ class Step:
             if seqs:
                 runner.start(seqs)
                 runner.prefill(seqs, prompts)
-        ready = [s for s in sched.running if s.has_c0]
+        ready = [s for s in sched.running if s.frame_started]
         frames = None
         if ready:
             with self._stage("predict"):
@@ -106,7 +106,7 @@ class Step:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         talkers, text_ids, stalled = [], [], []
         for s in list(sched.running):
-            if s.has_c0 or s.finish_reason:
+            if s.frame_started or s.finish_reason:
                 continue
             if s.num_tokens + 1 > self.max_context:
                 s.finish_reason = "length"
@@ -148,7 +148,7 @@ class Step:
             if s.status is not Status.RUNNING:
                 continue
             if c == self.model.eos:
-                s.has_c0 = False
+                s.frame_started = False
                 s.finish_reason = "eos"
             elif c == FAULT:
                 self.end(s, "error", EngineInputError("generation_failed", "the model's output for this request "
