@@ -151,7 +151,7 @@ class ModelRunner:
         slots = self._tensor([s.slot for s in seqs])
         if self.codec_stream is None:
             return HostCopy(codes, self.decode_stage(None, slots, codes))
-        # the talker graph beside the decode may reuse the predict output's memory
+        # the talk graph beside the decode may reuse the predict output's memory
         self.join_decode()
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())

@@ -21,7 +21,7 @@ class Sequence:
         self.unsettled = [text_prefix, request.text]    # text whose ids may still change
         self.settled = 0
         self.role_ids: list[int] = []
-        self.feed: list[int] = []             # an ICL reference transcript's ids, then the text's
+        self.feed: list[int] = []             # the model's ids before the text (from text_start on: the text's)
         self.text_start = 0
         self.fed = 0
         self.eos_fed = False

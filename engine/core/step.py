@@ -1,4 +1,4 @@
-"""One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out."""
+"""One engine step for all active streams, through the model's stages: prefill -> predict -> decode -> talk."""
 import itertools
 import time
 from collections import defaultdict
@@ -104,7 +104,7 @@ class Step:
             self.frames_total += 1
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
-        talkers, text_ids, stalled = [], [], []
+        talking, text_ids, stalled = [], [], []
         for s in list(sched.running):
             if s.frame_started or s.finish_reason:
                 continue
@@ -117,14 +117,14 @@ class Step:
             tid = s.next_text_id(self.model.text_pad, self.model.text_eos)
             if tid is not None:
                 runner.kv.grow(s, 1)
-                talkers.append(s)
+                talking.append(s)
                 text_ids.append(tid)
-        if stalled and not talkers and not ready:  # no stream can free a block: the youngest gives its own
+        if stalled and not talking and not ready:  # no stream can free a block: the youngest gives its own
             self.end(stalled[-1], "error", KVCacheFull(f"the KV cache is full ({stalled[-1].num_tokens} tokens in "
                                                        "this stream); retry"))
-        if talkers:
+        if talking:
             with self._stage("talk"):
-                self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
+                self.talked = (talking, HostCopy(runner.talk(talking, text_ids)))
         with self._stage("host"):
             if frames is not None:
                 self.audio.add(ready, kept, frames)
@@ -140,11 +140,11 @@ class Step:
         self.audio.drop()
 
     def _take_eos(self) -> None:
-        talkers, ids = self.talked
+        talking, ids = self.talked
         self.talked = ([], None)
         if ids is None:
             return
-        for s, c in zip(talkers, ids.wait()[0].tolist()):
+        for s, c in zip(talking, ids.wait()[0].tolist()):
             if s.status is not Status.RUNNING:
                 continue
             if c == self.model.eos:
