@@ -229,8 +229,8 @@ def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cac
     from engine.core.admission import Admission
     admission = Admission(3, kv_tokens=768, block_size=16, prompt_tokens=lambda seq, text_ids: 16, max_step_ms=64.0)
     prefix = SimpleNamespace(key="voice", length=20)           # its first block is shared: counted once
-    seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames), voice=None,
-                                         instruct_ids=None, num_text_ids=2, text_start=0, closed=True, reserved=0,
+    seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames),
+                                         num_text_ids=2, text_start=0, closed=True, reserved=0,
                                          prefix=prefix)
     a, b = seq(100), seq(100)
     admission.admit(a, active=0, step_ms=90.0)                 # an idle engine always admits

@@ -1,4 +1,4 @@
-"""Paged KV cache for the talker; streams of one prompt prefix share its full blocks (prefix_cache.py)."""
+"""Paged KV cache; streams of one prompt prefix share its full blocks (prefix_cache.py)."""
 from collections import deque
 
 import torch

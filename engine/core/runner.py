@@ -119,8 +119,8 @@ class ModelRunner:
                             self.device)
         for s, p in zip(seqs, prompts):
             s.num_tokens += p.rows.shape[0]
-            s.num_c0 += 1
-            s.has_c0 = True
+            s.frames_started += 1
+            s.frame_started = True
         self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), last)
 
     @staticmethod
@@ -130,7 +130,7 @@ class ModelRunner:
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
         for s in seqs:
-            s.has_c0 = False
+            s.frame_started = False
         return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
@@ -142,8 +142,8 @@ class ModelRunner:
                              self._tensor([s.eos_allowed for s in seqs], torch.bool))
         for s in seqs:
             s.num_tokens += 1
-            s.num_c0 += 1
-            s.has_c0 = True
+            s.frames_started += 1
+            s.frame_started = True
         return c0
 
     @torch.inference_mode()
@@ -151,7 +151,7 @@ class ModelRunner:
         slots = self._tensor([s.slot for s in seqs])
         if self.codec_stream is None:
             return HostCopy(codes, self.decode_stage(None, slots, codes))
-        # the talker graph beside the decode may reuse the predict output's memory
+        # the talk graph beside the decode may reuse the predict output's memory
         self.join_decode()
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())

@@ -18,7 +18,7 @@ class Scheduler:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        return any(s.has_c0 or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
+        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
         return any(s.pending for s in self.running)

@@ -16,14 +16,12 @@ class Sequence:
                  audio: AudioFormat | None):
         self.id, self.request, self.handle, self.seed, self.audio = seq_id, request, handle, seed, audio
         self.status = Status.WAITING
-        self.voice = None
-        self.language_id: int | None = None
-        self.instruct_ids: list[int] | None = None
+        self.conditioning = None              # the model's own per-stream state, set by its prepare()
         self.closed = request.text_complete
         self.unsettled = [text_prefix, request.text]    # text whose ids may still change
         self.settled = 0
         self.role_ids: list[int] = []
-        self.feed: list[int] = []             # an ICL reference transcript's ids, then the text's
+        self.feed: list[int] = []             # the model's ids before the text (from text_start on: the text's)
         self.text_start = 0
         self.fed = 0
         self.eos_fed = False
@@ -34,8 +32,8 @@ class Sequence:
         self.block_table: list[int] = []
         self.synced_blocks = 0
         self.num_tokens = 0
-        self.num_c0 = 0
-        self.has_c0 = False
+        self.frames_started = 0               # frames whose first code is drawn
+        self.frame_started = False            # the next frame's first code is drawn: it can be predicted
         self.frames = 0
         self.unread = 0
         self.pending: list = []               # (codes [K], PCM [samples])
@@ -90,4 +88,4 @@ class Sequence:
     @property
     def eos_allowed(self) -> bool:
         # reference min_new_tokens = 2
-        return self.num_c0 >= 2 and self.closed and not self.request.ignore_eos
+        return self.frames_started >= 2 and self.closed and not self.request.ignore_eos

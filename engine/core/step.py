@@ -1,4 +1,4 @@
-"""One engine step for all active streams: prefill -> code predictor -> codec decode -> talker -> PCM out."""
+"""One engine step for all active streams, through the model's stages: prefill -> predict -> decode -> talk."""
 import itertools
 import time
 from collections import defaultdict
@@ -90,7 +90,7 @@ class Step:
             if seqs:
                 runner.start(seqs)
                 runner.prefill(seqs, prompts)
-        ready = [s for s in sched.running if s.has_c0]
+        ready = [s for s in sched.running if s.frame_started]
         frames = None
         if ready:
             with self._stage("predict"):
@@ -104,9 +104,9 @@ class Step:
             self.frames_total += 1
             if s.frames >= s.max_frames:
                 s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
-        talkers, text_ids, stalled = [], [], []
+        talking, text_ids, stalled = [], [], []
         for s in list(sched.running):
-            if s.has_c0 or s.finish_reason:
+            if s.frame_started or s.finish_reason:
                 continue
             if s.num_tokens + 1 > self.max_context:
                 s.finish_reason = "length"
@@ -117,14 +117,14 @@ class Step:
             tid = s.next_text_id(self.model.text_pad, self.model.text_eos)
             if tid is not None:
                 runner.kv.grow(s, 1)
-                talkers.append(s)
+                talking.append(s)
                 text_ids.append(tid)
-        if stalled and not talkers and not ready:  # no stream can free a block: the youngest gives its own
+        if stalled and not talking and not ready:  # no stream can free a block: the youngest gives its own
             self.end(stalled[-1], "error", KVCacheFull(f"the KV cache is full ({stalled[-1].num_tokens} tokens in "
                                                        "this stream); retry"))
-        if talkers:
+        if talking:
             with self._stage("talk"):
-                self.talked = (talkers, HostCopy(runner.talk(talkers, text_ids)))
+                self.talked = (talking, HostCopy(runner.talk(talking, text_ids)))
         with self._stage("host"):
             if frames is not None:
                 self.audio.add(ready, kept, frames)
@@ -140,15 +140,15 @@ class Step:
         self.audio.drop()
 
     def _take_eos(self) -> None:
-        talkers, ids = self.talked
+        talking, ids = self.talked
         self.talked = ([], None)
         if ids is None:
             return
-        for s, c in zip(talkers, ids.wait()[0].tolist()):
+        for s, c in zip(talking, ids.wait()[0].tolist()):
             if s.status is not Status.RUNNING:
                 continue
             if c == self.model.eos:
-                s.has_c0 = False
+                s.frame_started = False
                 s.finish_reason = "eos"
             elif c == FAULT:
                 self.end(s, "error", EngineInputError("generation_failed", "the model's output for this request "

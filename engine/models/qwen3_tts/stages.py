@@ -27,19 +27,19 @@ class TalkerStages:
         self.num_c0[slots] = 0
         self.frames[slots] = 0
         self.codec.decoder.reset(slots)
-        clones = [s for s in seqs if s.voice.ref_codes is not None]
+        clones = [s for s in seqs if s.conditioning.voice.ref_codes is not None]
         if clones:
             self._load_primed(clones)
 
     def _load_primed(self, seqs) -> None:
         """Primed once per voice in the scratch slot, then copied into the new streams' slots."""
-        voices = list({id(s.voice): s.voice for s in seqs}.values())
+        voices = list({id(s.conditioning.voice): s.conditioning.voice for s in seqs}.values())
         decoder = self.codec.decoder
         for v in voices:
             if v.codec_state is None:
                 v.codec_state = decoder.primed_state(upload(v.ref_codes, device=self.device),
                                                      upload([self.scratch], device=self.device))
-        which = upload([voices.index(s.voice) for s in seqs], device=self.device)
+        which = upload([voices.index(s.conditioning.voice) for s in seqs], device=self.device)
         decoder.load(upload([s.slot for s in seqs], device=self.device),
                      [torch.cat(rows)[which] for rows in zip(*(v.codec_state for v in voices))])
 
