@@ -218,7 +218,7 @@ def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
         h = engine.submit(SynthesisRequest(text="Hi there", ref=VoiceRef(tone, 24000, x_vector_only=True),
                                            max_frames=3, ignore_eos=True))
         assert _run_in_thread(lambda: _outcome(h), timeout=30) == 3
-        assert engine._thread.is_alive()
+        assert engine.thread.is_alive()
     finally:
         engine.shutdown()
 

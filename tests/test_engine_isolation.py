@@ -78,7 +78,7 @@ def test_a_step_that_raises_for_one_stream_ends_that_stream_only(engine, monkeyp
     error = outcomes.pop(position)
     assert isinstance(error, EngineInputError) and error.code == "generation_failed" and "injected" in str(error)
     assert outcomes == [FRAMES] * 7
-    assert engine.num_active == 0 and not engine.isolation.groups
+    assert engine.num_active == 0 and not engine.thread.isolation.groups
 
 
 def test_a_fault_in_a_prefill_requeues_the_streams_admitted_with_it(engine, monkeypatch):

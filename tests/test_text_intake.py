@@ -77,16 +77,16 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     sentence = "Streamed text, four characters at a time: tokens arrive as an LLM writes them. "
     text = (sentence * 70)[:5000]
     handle = engine.submit(SynthesisRequest(text="", text_complete=False))
-    engine._drain(0.0)
+    engine.thread._drain(0.0)
     work = []
     for i in range(0, len(text), 4):
         before = counting.chars
         handle.append_text(text[i:i + 4])
-        engine._drain(0.0)
+        engine.thread._drain(0.0)
         work.append(counting.chars - before)
     handle.close_text()
-    engine._drain(0.0)
-    seq = engine.seqs[handle.id]
+    engine.thread._drain(0.0)
+    seq = engine.thread.seqs[handle.id]
     assert seq.role_ids + seq.feed == TOKENIZER.encode(ROLE + text)
     first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
     assert len(work) == 1250 and last <= first + 4, (first, last)
@@ -100,9 +100,9 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
     for piece in ["One, ", "two, ", "three. ", "Four"]:
         streamed.append_text(piece)
     whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
-    engine._drain(0.0)
+    engine.thread._drain(0.0)
     assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
-    assert [engine.seqs[h.id].num_text_ids > 0 for h in (streamed, whole)] == [True, True]
+    assert [engine.thread.seqs[h.id].num_text_ids > 0 for h in (streamed, whole)] == [True, True]
 
 
 def test_a_text_the_tokenizer_refuses_ends_its_stream_only():

@@ -2,10 +2,7 @@
 import gc
 import itertools
 import logging
-import queue
 import secrets
-import sys
-import threading
 
 import torch
 
@@ -15,7 +12,6 @@ from engine.api.validate import Validator
 from engine.core.admission import Admission
 from engine.core.clock import REAL_CLOCK, Clock
 from engine.core.engine_thread import EngineThread
-from engine.core.isolation import FaultIsolation
 from engine.core.memory import kv_blocks_for_memory
 from engine.core.runner import ModelRunner
 from engine.core.side_work import SideWork
@@ -28,7 +24,7 @@ from engine.models.base import Model
 log = logging.getLogger("qwen_tts_engine")
 
 
-class Engine(EngineThread):
+class Engine:
     def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
@@ -59,14 +55,10 @@ class Engine(EngineThread):
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
         self.step = Step(model, self.runner, self.scheduler, clock)
-        self.isolation = FaultIsolation(self.scheduler)
         self.side_work = SideWork()
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.seqs: dict[int, Sequence] = {}
+        self.thread = EngineThread(model, self.scheduler, self.runner, self.step, self.voices, self.side_work, clock)
+        self.inbox = self.thread.inbox
         self._ids = itertools.count(1)
-        self._thread: threading.Thread | None = None
-        self._stop = False
-        self.errors = 0
 
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
@@ -89,7 +81,7 @@ class Engine(EngineThread):
     def stats(self) -> dict:
         sched = self.scheduler
         return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),
-                    frames=self.step.frames_total, errors=self.errors, step_ms=self.step_ms,
+                    frames=self.step.frames_total, errors=self.thread.errors, step_ms=self.step_ms,
                     max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
@@ -130,14 +122,8 @@ class Engine(EngineThread):
                     voices_dir=str(store.path) if store is not None else None)
 
     def start(self) -> "Engine":
-        # the step thread must get the GIL back at once after each wait on the GPU
-        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
-        self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
-        self._thread.start()
+        self.thread.start()
         return self
 
     def shutdown(self) -> None:
-        self._stop = True
-        self.inbox.put(("wake",))
-        if self._thread:
-            self._thread.join(timeout=10)
+        self.thread.stop()

@@ -1,14 +1,41 @@
 """The engine thread: drains the inbox, runs each step, gives side work turns between steps."""
 import queue
+import sys
+import threading
 import traceback
 
 import torch
 
 from engine.api.request import EngineInputError
+from engine.core.isolation import FaultIsolation
 from engine.core.sequence import Sequence, Status
 
 
 class EngineThread:
+    def __init__(self, model, scheduler, runner, step, voices, side_work, clock):
+        self.model, self.scheduler, self.runner, self.step = model, scheduler, runner, step
+        self.voices, self.side_work, self.clock = voices, side_work, clock
+        self.isolation = FaultIsolation(scheduler)
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.seqs: dict[int, Sequence] = {}
+        self.errors = 0
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))    # the GIL back at once after each GPU wait
+        self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop = True
+        self.inbox.put(("wake",))
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
         if self.model.device.type == "cuda":
             # highest priority: work beside the engine gets only the SMs its steps leave idle
@@ -75,7 +102,7 @@ class EngineThread:
             seq = args[0]
             try:
                 self.step.admit_request(seq, self.voices)
-                self.scheduler.add(seq, self.step_ms)
+                self.scheduler.add(seq, self.step.step_s * 1000)
                 self.seqs[seq.id] = seq
             except EngineInputError as exc:
                 seq.handle.deliver(exc)
