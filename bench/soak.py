@@ -64,10 +64,22 @@ def gpu_memory_mib() -> float | None:
         return None
 
 
+def rss_mib(pid: int | None) -> float:
+    """serve's processes together; a child that exits meanwhile (torch.compile's workers) counts nothing."""
+    if pid is None:
+        return 0.0
+    root = psutil.Process(pid)
+    total = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2 ** 20
+
+
 def sample(http_url: str, pid: int | None, t0: float) -> dict:
-    procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True) if pid else []
-    rss = sum(p.memory_info().rss for p in procs if p.is_running()) / 2 ** 20
-    return dict(t=round(time.monotonic() - t0, 1), rss_mib=round(rss, 1), gpu_mib=gpu_memory_mib(),
+    return dict(t=round(time.monotonic() - t0, 1), rss_mib=round(rss_mib(pid), 1), gpu_mib=gpu_memory_mib(),
                 **read_metrics(http_url))
 
 

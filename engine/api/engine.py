@@ -76,7 +76,7 @@ class Engine:
 
     @property
     def step_ms(self) -> float:
-        return self.step.step_s * 1000
+        return self.step.step_ms
 
     def stats(self) -> dict:
         sched = self.scheduler

@@ -102,7 +102,7 @@ class EngineThread:
             seq = args[0]
             try:
                 self.step.admit_request(seq, self.voices)
-                self.scheduler.add(seq, self.step.step_s * 1000)
+                self.scheduler.add(seq, self.step.step_ms)
                 self.seqs[seq.id] = seq
             except EngineInputError as exc:
                 seq.handle.deliver(exc)

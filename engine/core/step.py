@@ -33,6 +33,10 @@ class Step:
         self.profile = False
         self.reset_profile()
 
+    @property
+    def step_ms(self) -> float:
+        return self.step_s * 1000
+
     def reset_profile(self) -> None:
         self.stage_s: dict[str, float] = defaultdict(float)
         self.steps = 0
