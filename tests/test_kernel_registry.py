@@ -2,7 +2,6 @@
 place, as settings ask, and put back by choosing again."""
 import torch
 
-from engine.kernels import registry
 from engine.kernels.registry import TORCH, KernelSettings, ops, select
 
 
@@ -24,4 +23,4 @@ def test_cuda_choices_follow_the_settings_and_choosing_again_restores_the_ops():
         assert "decode=in line" in plain.describe()
     finally:
         select(torch.device("cpu"))
-    assert all(getattr(registry.ops, op) is fn for op, fn in TORCH.items())
+    assert all(getattr(ops, op) is fn for op, fn in TORCH.items())

@@ -1,4 +1,4 @@
-"""The model interface the core drives: prefill -> first c0 id, then per frame predict -> decode -> talk."""
+"""The model interface the core drives: prefill -> a frame's first code, then per frame predict -> decode -> talk."""
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
