@@ -31,8 +31,8 @@ def stage_calls(r, b: int, context: int) -> dict:
     checkpoint's default sampling in every slot."""
     dev = r.device
     slots = torch.arange(b, device=dev)
-    params = r.sampling.params
-    for key, value in zip(params, r.sampling.row(SamplingParams().with_defaults(r.model.cfg.generation), 0)):
+    params = r.model.sampling.params
+    for key, value in zip(params, r.model.sampling.row(SamplingParams().with_defaults(r.model.cfg.generation), 0)):
         params[key][:b] = value
     blocks_per = -(-context // r.kv.block_size)
     r.kv.tables[:b, :blocks_per] = torch.arange(b * blocks_per, device=dev).view(b, blocks_per)

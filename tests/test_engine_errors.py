@@ -62,6 +62,9 @@ def test_missing_model_names_the_path_and_the_dummy_alternative(tmp_path):
     with pytest.raises(ModelLoadError) as err:
         Engine.load(model=str(tmp_path), device="cpu")
     assert "config.json" in str(err.value)
+    (tmp_path / "config.json").write_text('{"model_type": "bark"}')
+    with pytest.raises(ModelLoadError, match="model_type 'bark' is not served; served: qwen3_tts"):
+        Engine.load(model=str(tmp_path), device="cpu")
 
 
 def test_cli_synth_matches_the_official_code(tmp_path):

@@ -33,6 +33,7 @@ class StubModel:
     kv_layout = KVLayout(num_layers=1, num_kv_heads=1, head_dim=HIDDEN)
     hidden_size, eos, text_eos, text_pad, text_prefix = HIDDEN, EOS, TEXT_EOS, TEXT_PAD, ""
     info = dict(model="stub", sample_rate=50)
+    graph_variants = (None,)
 
     @staticmethod
     def check_request(cfg, voices, request) -> None:
@@ -54,6 +55,9 @@ class StubModel:
     def prompt_tokens(self, seq, text_ids: int) -> int:
         return 1
 
+    def variant(self, stage, seqs):
+        return None
+
     def allocate(self, slots: int) -> None:
         self.c0 = torch.zeros(slots, dtype=torch.int64)
 
@@ -63,15 +67,15 @@ class StubModel:
     def prefill(self, rows, positions, kv):
         return rows
 
-    def first(self, slots, hidden, sampling, all_greedy):
+    def first(self, slots, hidden, variant):
         self.c0[slots] = hidden[:, 0].long()
         return self.c0[slots]
 
-    def talk(self, slots, text_ids, positions, allow_eos, kv, sampling, all_greedy):
+    def talk(self, slots, text_ids, positions, allow_eos, kv, variant):
         self.c0[slots] = torch.where(allow_eos & (text_ids == TEXT_PAD), EOS, text_ids)
         return self.c0[slots]
 
-    def predict(self, slots, sampling, all_greedy):
+    def predict(self, slots, variant):
         return self.c0[slots].masked_fill(self.c0[slots] == EOS, 0)[:, None]
 
     def decode(self, slots, codes):

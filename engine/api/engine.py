@@ -19,6 +19,7 @@ from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.step import Step
 from engine.kernels.registry import KernelSettings, select
+from engine.models import load_model
 from engine.models.base import Model
 
 log = logging.getLogger("qwen_tts_engine")
@@ -63,7 +64,6 @@ class Engine:
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None, seed: int = 0,
              **kwargs) -> "Engine":
-        from engine.models.qwen3_tts.model import load_model
         return cls(load_model(model=model, dummy=dummy, device=device, dtype=dtype, seed=seed), **kwargs)
 
     @property

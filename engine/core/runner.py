@@ -8,7 +8,6 @@ from engine.core.kv_cache import PagedKVCache
 from engine.core.prefill import prefill_runs
 from engine.core.transfer import HostCopy, upload
 from engine.models.base import Prompt
-from engine.models.sampling import SlotSampling
 
 MAX_CONTEXT = 8192 + 1024
 PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
@@ -24,7 +23,6 @@ class ModelRunner:
         self.scratch, self.block_size = max_seqs, block_size
         self.allocate_kv(kv_blocks or 0)
         self.frame_codes = torch.zeros(n, model.audio.num_codebooks, dtype=torch.int64, device=self.device)
-        self.sampling = SlotSampling(n, self.device)
         model.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
         buckets = buckets_up_to(max_seqs)
@@ -52,7 +50,7 @@ class ModelRunner:
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.model.hidden_size, dtype=self.model.dtype, device=self.device)
-        variants = [(stage, greedy, like) for greedy in (False, True) for stage, like in (
+        variants = [(stage, variant, like) for variant in self.model.graph_variants for stage, like in (
             (self.predict_stage, [i64()]), (self.talk_stage, [i64(), i64(), i64(), flag]),
             (self.first_stage, [i64(), rows]))]
         return variants + [(self.decode_stage, None, [i64(), i64(self.model.audio.num_codebooks)]),
@@ -84,18 +82,17 @@ class ModelRunner:
     def start(self, seqs) -> None:
         self.join_decode()                   # a slot's last decode (its previous stream's) may still run
         slots = self._tensor([s.slot for s in seqs])
-        self.sampling.write(slots, seqs)
         self.model.reset(slots, seqs)
 
-    def _predict_core(self, all_greedy, slots):
-        return self.model.predict(slots, self.sampling, all_greedy)
+    def _predict_core(self, variant, slots):
+        return self.model.predict(slots, variant)
 
-    def _talk_core(self, all_greedy, slots, text_ids, positions, allow_eos):
+    def _talk_core(self, variant, slots, text_ids, positions, allow_eos):
         self.kv.locate(slots, positions, one_per_stream=True)
-        return self.model.talk(slots, text_ids, positions, allow_eos, self.kv, self.sampling, all_greedy)
+        return self.model.talk(slots, text_ids, positions, allow_eos, self.kv, variant)
 
-    def _first_core(self, all_greedy, slots, hidden):
-        return self.model.first(slots, hidden, self.sampling, all_greedy)
+    def _first_core(self, variant, slots, hidden):
+        return self.model.first(slots, hidden, variant)
 
     def _prefill_core(self, _, rows, stream_slots, positions):
         self.kv.locate(stream_slots, positions)
@@ -121,23 +118,19 @@ class ModelRunner:
             s.num_tokens += p.rows.shape[0]
             s.frames_started += 1
             s.frame_started = True
-        self.first_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), last)
-
-    @staticmethod
-    def _all_greedy(seqs, sub: bool = False) -> bool:
-        return all(not (s.request.sampling.subtalker_do_sample if sub else s.request.sampling.do_sample) for s in seqs)
+        self.first_stage(self.model.variant("first", seqs), self._tensor([s.slot for s in seqs]), last)
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
         for s in seqs:
             s.frame_started = False
-        return self.predict_stage(self._all_greedy(seqs, sub=True), self._tensor([s.slot for s in seqs]))
+        return self.predict_stage(self.model.variant("predict", seqs), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
         """The caller has taken the KV block for the new token."""
         self.kv.sync_tables(seqs)
-        c0 = self.talk_stage(self._all_greedy(seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
+        c0 = self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
                              self._tensor([s.num_tokens for s in seqs]),
                              self._tensor([s.eos_allowed for s in seqs], torch.bool))
         for s in seqs:

@@ -3,16 +3,23 @@ import torch
 
 from engine.core.transfer import upload
 from engine.kernels.registry import ops
+from engine.models.qwen3_tts.slot_sampling import SlotSampling
 from engine.models.sampling import FAULT, guard, sample
 
 CONTROL_IDS = 1024              # control tokens, never a frame's code
 
 
 class TalkerStages:
+    graph_variants = (False, True)      # all rows greedy or not
+
+    def variant(self, stage: str, seqs) -> bool:
+        return SlotSampling.all_greedy(seqs, sub=stage == "predict")
+
     def allocate(self, slots: int) -> None:
         tcfg = self.cfg.talker
         z = lambda *shape, dt=self.dtype: torch.zeros(*shape, dtype=dt, device=self.device)
         self.scratch = slots - 1
+        self.sampling = SlotSampling(slots, self.device)
         self.hidden, self.frame_embed = z(slots, tcfg.hidden_size), z(slots, tcfg.hidden_size)
         self.c0, self.num_c0, self.frames = z(slots, dt=torch.int64), z(slots, dt=torch.int64), z(slots, dt=torch.int64)
         self.seen = z(slots, tcfg.vocab_size, dt=torch.bool)
@@ -23,6 +30,7 @@ class TalkerStages:
         self.codec.decoder.allocate(slots)
 
     def reset(self, slots: torch.Tensor, seqs: list) -> None:
+        self.sampling.write(slots, seqs)
         self.seen[slots] = False
         self.num_c0[slots] = 0
         self.frames[slots] = 0
@@ -43,11 +51,11 @@ class TalkerStages:
         decoder.load(upload([s.slot for s in seqs], device=self.device),
                      [torch.cat(rows)[which] for rows in zip(*(v.codec_state for v in voices))])
 
-    def _sample_c0(self, slots, hidden, allow_eos, sampling, all_greedy: bool):
+    def _sample_c0(self, slots, hidden, allow_eos, all_greedy: bool):
         talker = self.tts.talker
-        logits = ops.process_talker_logits(talker.logits(hidden), self.seen[slots], sampling.params["penalty"][slots],
+        logits = ops.process_talker_logits(talker.logits(hidden), self.seen[slots], self.sampling.params["penalty"][slots],
                                            allow_eos, self.suppress, self.eos)
-        c0 = sample(logits, sampling.batch(slots, "", self.num_c0[slots], all_greedy), codebook=0)
+        c0 = sample(logits, self.sampling.batch(slots, "", self.num_c0[slots], all_greedy), codebook=0)
         self.seen.index_put_((slots, c0), self.true)
         c0 = guard(logits, c0)
         self.c0[slots] = c0
@@ -58,19 +66,19 @@ class TalkerStages:
     def prefill(self, rows, positions, kv):
         return self.tts.talker(rows, positions, kv)
 
-    def first(self, slots, hidden, sampling, all_greedy: bool):
-        return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), sampling, all_greedy)
+    def first(self, slots, hidden, all_greedy: bool):
+        return self._sample_c0(slots, hidden, torch.zeros_like(slots, dtype=torch.bool), all_greedy)
 
-    def talk(self, slots, text_ids, positions, allow_eos, kv, sampling, all_greedy: bool):
+    def talk(self, slots, text_ids, positions, allow_eos, kv, all_greedy: bool):
         talker = self.tts.talker
         x = self.frame_embed[slots] + talker.embed_text(text_ids)
-        return self._sample_c0(slots, talker(x, positions, kv), allow_eos, sampling, all_greedy)
+        return self._sample_c0(slots, talker(x, positions, kv), allow_eos, all_greedy)
 
-    def predict(self, slots, sampling, all_greedy: bool):
+    def predict(self, slots, all_greedy: bool):
         talker = self.tts.talker
         c0 = self.c0[slots]
         c0 = c0.masked_fill((c0 == self.eos) | (c0 == FAULT), 0)   # not seen on the host yet: its frame is dropped
-        params = sampling.batch(slots, "sub_", self.frames[slots], all_greedy)
+        params = self.sampling.batch(slots, "sub_", self.frames[slots], all_greedy)
         codes = torch.cat([c0[:, None], talker.code_predictor(self.hidden[slots], talker.embed_codec(c0), params)], 1)
         self.frame_embed[slots] = talker.embed_frame(codes)
         self.frames[slots] += 1
