@@ -130,14 +130,14 @@ class ModelRunner:
     def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
         """The caller has taken the KV block for the new token."""
         self.kv.sync_tables(seqs)
-        c0 = self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]), self._tensor(text_ids),
-                             self._tensor([s.num_tokens for s in seqs]),
-                             self._tensor([s.eos_allowed for s in seqs], torch.bool))
+        first_codes = self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]),
+                                      self._tensor(text_ids), self._tensor([s.num_tokens for s in seqs]),
+                                      self._tensor([s.eos_allowed for s in seqs], torch.bool))
         for s in seqs:
             s.num_tokens += 1
             s.frames_started += 1
             s.frame_started = True
-        return c0
+        return first_codes
 
     @torch.inference_mode()
     def decode(self, seqs, codes: torch.Tensor) -> HostCopy:
