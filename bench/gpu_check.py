@@ -1,6 +1,7 @@
 """GPU equivalence checks: the Triton paged attention against the torch reference, and the outputs of the graph +
 kernel path against the eager reference path (same requests, batched: two greedy, one seeded sampling). Exits
 non-zero on a mismatch."""
+import gc
 import sys
 import time
 from pathlib import Path
@@ -140,10 +141,14 @@ def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requ
     for name in paths:
         graphs, kernel, side = PATHS[name]
         t0 = time.perf_counter()
-        engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs,
+        engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs, kv_tokens_per_seq=2048,
                              kernels=KernelSettings(triton=kernel, side_decode=side)).start()
         outputs[name] = run(engine, make_requests(engine))
         engine.shutdown()
+        del engine
+        gc.unfreeze()            # the engine froze its objects at load: free them before the next one
+        gc.collect()
+        torch.cuda.empty_cache()
         print(f"{dummy} {dtype} {name}: {time.perf_counter() - t0:.1f}s", flush=True)
     fast, *others = list(outputs)              # each path against the first given (default: graphs+kernel)
     for name in others:
@@ -169,7 +174,8 @@ if __name__ == "__main__":
     check_sampler()
     dtypes = [a for a in sys.argv[1:] if a in ("float32", "bfloat16")] or ["float32", "bfloat16"]
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)
-    for dtype in dtypes:      # e.g. `gpu_check.py float32 graphs+kernel eager+kernel`
+    models = [a for a in sys.argv[1:] if a in ("1.7B-CustomVoice", "1.7B-Base")] or ["1.7B-CustomVoice", "1.7B-Base"]
+    for dtype in dtypes if "1.7B-CustomVoice" in models else []:    # e.g. `gpu_check.py float32 eager+kernel`
         check_paths("1.7B-CustomVoice", dtype, paths)
-    if "float32" in dtypes:
+    if "float32" in dtypes and "1.7B-Base" in models:
         check_paths("1.7B-Base", "float32", paths, clone_requests)

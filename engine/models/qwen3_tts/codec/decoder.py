@@ -100,6 +100,8 @@ class CodecDecoder(nn.Module):
     def _states(self) -> list[tuple[Stateful, str]]:
         return [(m, name) for m in self.modules() if isinstance(m, Stateful) for name in m.state_specs]
 
+    # no timed algorithm search per reference length: slow on the engine thread, and its pick varies by process
+    @torch.backends.cudnn.flags(enabled=True, benchmark=False)
     def primed_state(self, codes: torch.Tensor, slot: torch.Tensor) -> list[torch.Tensor]:
         """The state after context frames, primed in a scratch slot; new streams `load` it."""
         self.reset(slot)
