@@ -8,8 +8,29 @@
 # transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
 # huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the carry; the
 # benchmarks' paths run no jitted code).
+# `bash bench/gpu_wheels.sh replicas`: ray[serve] for `serve --replicas` (the image has no ray; its wheel alone is 76 MB,
+# over a carry) into .whl-ray1/ and .whl-ray2/ (about 55 MB each: the ray wheel cut in two, then its dependencies that
+# the gateway's wheels and the image lack), carried in two calls on the same warm machine, which keeps them:
+#   call 1, carry .whl-ray1:  cp -r .whl-ray1 /tmp/
+#   call 2, carry .whl-ray2:  cat /tmp/.whl-ray1/ray.part.* .whl-ray2/ray.part.* > /tmp/$(cat .whl-ray2/NAME);
+#                             pip install ... --target /tmp/site /tmp/ray-*.whl .whl-ray2/*.whl
+#   then, carry .whl:         the gateway's wheels as above, and bench/gpu_replicas.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = replicas ]; then
+    rm -rf .whl-ray1 .whl-ray2 && mkdir .whl-ray1 .whl-ray2
+    python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform any -d .whl-ray2 "ray[serve]==2.60.0" protobuf==6.33.6        # protobuf as deploy/ pins it
+    # the image's numpy stays; the gateway's pinned wheels (.whl) win
+    (cd .whl-ray2 && rm -f numpy-* py_spy-* uvloop-* starlette-* uvicorn-* websockets-* anyio-* h11-* click-* \
+        certifi-* idna-* sniffio-* httpx-* httpcore-*)
+    ray=$(cd .whl-ray2 && ls ray-2*.whl)
+    echo "$ray" > .whl-ray2/NAME
+    split -b 56M -d ".whl-ray2/$ray" .whl-ray2/ray.part. && rm ".whl-ray2/$ray" && mv .whl-ray2/ray.part.00 .whl-ray1/
+    du -sh .whl-ray1 .whl-ray2
+    exit
+fi
 gateway="starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1
     httpx==0.28.1 httpcore==1.0.9 certifi==2026.5.20 idna==3.20 pyzmq==27.3.0 uvloop==0.23.0 av==18.1.0 py-spy==0.4.3"
 official="qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 librosa==0.11.0
