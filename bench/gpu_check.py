@@ -175,7 +175,8 @@ if __name__ == "__main__":
     dtypes = [a for a in sys.argv[1:] if a in ("float32", "bfloat16")] or ["float32", "bfloat16"]
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)
     models = [a for a in sys.argv[1:] if a in ("1.7B-CustomVoice", "1.7B-Base")] or ["1.7B-CustomVoice", "1.7B-Base"]
-    for dtype in dtypes if "1.7B-CustomVoice" in models else []:    # e.g. `gpu_check.py float32 eager+kernel`
-        check_paths("1.7B-CustomVoice", dtype, paths)
+    if "1.7B-CustomVoice" in models:      # e.g. `gpu_check.py float32 eager+kernel`
+        for dtype in dtypes:
+            check_paths("1.7B-CustomVoice", dtype, paths)
     if "float32" in dtypes and "1.7B-Base" in models:
         check_paths("1.7B-Base", "float32", paths, clone_requests)

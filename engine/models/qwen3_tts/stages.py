@@ -53,8 +53,9 @@ class TalkerStages:
 
     def _sample_c0(self, slots, hidden, allow_eos, all_greedy: bool):
         talker = self.tts.talker
-        logits = ops.process_talker_logits(talker.logits(hidden), self.seen[slots], self.sampling.params["penalty"][slots],
-                                           allow_eos, self.suppress, self.eos)
+        penalty = self.sampling.params["penalty"][slots]
+        logits = ops.process_talker_logits(talker.logits(hidden), self.seen[slots], penalty, allow_eos, self.suppress,
+                                           self.eos)
         c0 = sample(logits, self.sampling.batch(slots, "", self.num_c0[slots], all_greedy), codebook=0)
         self.seen.index_put_((slots, c0), self.true)
         c0 = guard(logits, c0)
