@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
 
-from . import http_api, openai_speech, redact
+from . import http_api, log_filters, openai_speech
 from .state import Gateway
 from .session import Session
 
@@ -134,5 +134,5 @@ def uvicorn_config(app, host: str, port: int, gateway: Gateway, log_level: str =
                             ws_max_size=16 * gateway.config.max_message_bytes, ws_per_message_deflate=False,
                             ws_ping_interval=limits.ws_ping_interval, ws_ping_timeout=limits.ws_ping_timeout,
                             timeout_graceful_shutdown=gateway.config.shutdown_grace)
-    redact.install()                # after the config has set up uvicorn's loggers
+    log_filters.install()            # after the config has set up uvicorn's loggers
     return config

@@ -1,6 +1,7 @@
 """What a careless or hostile client tried (issue 19, A-C, F, G): every input gets a documented answer, the socket
 stays usable, and no other client's stream is touched."""
 import asyncio
+import contextlib
 import logging
 
 import httpx
@@ -116,14 +117,23 @@ def test_error_replies_are_valid_utf8_whatever_they_echo():
     assert p.parse_server(frame) == p.Error(p.UNKNOWN_VOICE, "unknown voice '\udcff'", False, "a\ud800")
 
 
-def test_the_api_key_never_reaches_the_logs(server):
+@contextlib.contextmanager
+def logged_lines(names=("uvicorn.access", "uvicorn.error")):
     lines = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(handler.format(record))
-    loggers = [logging.getLogger(name) for name in ("uvicorn.access", "uvicorn.error")]
+    loggers = [logging.getLogger(name) for name in names]
     for logger in loggers:
         logger.addHandler(handler)
     try:
+        yield lines
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def test_the_api_key_never_reaches_the_logs(server):
+    with logged_lines() as lines:
         assert httpx.get(f"{server.url}/v1/voices?api_key={KEY}").status_code == 200
         assert httpx.get(f"{server.url}/v1/voices?x=1&api_key={KEY}&y=2").status_code == 200
         assert httpx.get(f"{server.url}/v1/voices?API_KEY={KEY}").status_code == 401      # (names are exact)
@@ -132,8 +142,14 @@ def test_the_api_key_never_reaches_the_logs(server):
             async with connect(server) as ws:
                 assert isinstance(await recv(ws), p.Ready)
         asyncio.run(run())
-    finally:
-        for logger in loggers:
-            logger.removeHandler(handler)
     assert len([line for line in lines if "api_key=***" in line.lower()]) >= 4, lines
     assert not any(KEY in line for line in lines), lines
+
+
+def test_probes_stay_out_of_the_access_log_and_requests_do_not(server):
+    with logged_lines(("uvicorn.access",)) as lines:
+        for path in ("/health", "/metrics", "/health?x=1"):
+            assert httpx.get(f"{server.url}{path}").status_code in (200, 401)
+        assert httpx.get(f"{server.url}/v1/voices", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    assert any("/v1/voices" in line for line in lines), lines
+    assert not any("/health" in line or "/metrics" in line for line in lines), lines
