@@ -135,8 +135,8 @@ class Step:
             now = time.perf_counter()
             between = started - self.ended if started - self.ended < 0.1 else 0.0
             self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
-            # a first chunk must last until the next frame comes
-            first = 2 if len(seqs) > 1 or sched.admitting() or 2 * self.step_s > self.model.audio.frame_s else 1
+            # a first chunk must outlast the wait for the next: a step, one more when read late, and the jitter
+            first = 2 if len(seqs) > 1 or sched.admitting() or 3 * self.step_s > self.model.audio.frame_s else 1
             self.audio.flush(max(0.3, 4 * self.step_s), first)
 
     def drop_in_flight(self) -> None:
