@@ -80,7 +80,8 @@ def test_any_chunk_schedule_gives_the_same_audio(engine, schedule, read_later_fr
     assert_audio_close(pcm2, pcm)
     sizes = [len(c.codes) for c in chunks]
     expected = [schedule[min(i, len(schedule) - 1)] for i in range(len(sizes))]
-    assert sizes[:-1] == expected[:-1] and sizes[-1] <= expected[-1]
+    assert sizes[0] in (expected[0], max(expected[0], 2))      # two frames first while steps run long
+    assert sizes[1:-1] == expected[1:-1] and sizes[-1] <= expected[-1]
     assert [c.sample_offset for c in chunks] == list(np.cumsum([0] + [len(c.pcm) for c in chunks[:-1]]))
 
 
