@@ -32,7 +32,8 @@ class Scheduler:
             return 0.0
         ahead = ((s, s.ahead_s(now)) for s in self.running if s.finish_reason is None and
                  (s.first_sent_at is not None or not listening))
-        return min((a for s, a in ahead if s.text_ready() or a > 0), default=float("inf"))
+        # one waiting for text counts only with audio to play or coming: its first frames make it a listener
+        return min((a for s, a in ahead if s.text_ready() or a > 0 or s.unread), default=float("inf"))
 
     def add(self, seq: Sequence, step_ms: float) -> None:
         self.admission.admit(seq, self.num_active, step_ms)

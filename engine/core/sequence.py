@@ -77,7 +77,7 @@ class Sequence:
         return self.sent_samples / self.audio.sample_rate - (now - self.first_sent_at)
 
     def ahead_s(self, now: float) -> float:
-        return 0.0 if self.first_sent_at is None else self.buffered_s(now) + len(self.pending) * self.audio.frame_s
+        return self.buffered_s(now) + len(self.pending) * self.audio.frame_s
 
     def should_send(self, now: float, margin_s: float, first: int = 1) -> bool:
         if self.finish_reason and not self.unread or len(self.pending) >= self.chunk_size(first):

@@ -29,7 +29,6 @@ class Step:
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)
         self.audio = AudioOut(scheduler, model.audio, clock)
         self.step_s = 0.0                      # includes the host work between steps
-        self.peak_s = 0.0                      # the longest recent step, decaying by 1% a step
         self.ended = 0.0
         self.profile = False
         self.reset_profile()
@@ -135,13 +134,9 @@ class Step:
                 self.audio.add(ready, kept, frames)
             now = time.perf_counter()
             between = started - self.ended if started - self.ended < 0.1 else 0.0
-            took = now - started + between
-            self.step_s, self.ended = 0.9 * self.step_s + 0.1 * took, now
-            self.peak_s = max(min(took, 0.1), 0.99 * self.peak_s)       # (a warm-up's compiles would stay for long)
+            self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
             # a first chunk must outlast the wait for the next: a step, one more when read late, and the jitter
-            frame_s = self.model.audio.frame_s
-            first = 2 if len(seqs) > 1 or sched.admitting() or 3 * self.step_s > frame_s or 2 * self.peak_s > frame_s \
-                else 1
+            first = 2 if len(seqs) > 1 or sched.admitting() or 3 * self.step_s > self.model.audio.frame_s else 1
             self.audio.flush(max(0.3, 4 * self.step_s), first)
 
     def drop_in_flight(self) -> None:
