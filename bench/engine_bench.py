@@ -55,19 +55,19 @@ async def run_poisson(engine, rate: float, items, chunk_frames, seed: int = 0) -
 class HostProfile:
     """cProfile around each engine step (on the engine thread): where the host spends a step, waits included."""
 
-    def __init__(self, loop):
+    def __init__(self, step):
         import cProfile
-        self.loop, self.prof, self.steps = loop, cProfile.Profile(), 0
-        step = type(loop).run.__get__(loop)
+        self.step, self.prof, self.steps = step, cProfile.Profile(), 0
+        run = type(step).run.__get__(step)
 
         def profiled():
             self.steps += 1
-            self.prof.runcall(step)
-        loop.run = profiled
+            self.prof.runcall(run)
+        step.run = profiled
 
     def report(self, top: int = 14) -> None:
         import pstats
-        del self.loop.run                          # back to the class's step
+        del self.step.run                          # back to the class's run
         stats = pstats.Stats(self.prof).stats
         rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
         print(f"  host profile, ms per step over {self.steps} steps (tottime / cumtime):")
