@@ -7,7 +7,7 @@ $PIP torch==2.13.0                      # the local CPU build; an unpinned torch
 # the project with its client package (a dependency by path), Ray Serve (--replicas), the test extra (with the
 # transformers of the parity tests) and the client's agent frameworks, in one resolve (alone, Ray's protobuf breaks
 # pipecat's); torch stays pinned so that nothing upgrades it
-$PIP -e ".[test,replicas]" "./clients/python[livekit,pipecat]" torch==2.13.0
+$PIP -e ".[test,replicas]" "qwen-tts-client[livekit,pipecat] @ file://$PWD/clients/python" torch==2.13.0
 $PIP --no-deps -e clients/python        # the client editable too, as the project is
 $PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493 \
      triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
