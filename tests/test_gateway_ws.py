@@ -14,6 +14,8 @@ from gateway.state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
+from qwen_tts_client.client import GatewayClient
+from qwen_tts_client.connection import Endpoint
 from ws_helpers import collect, recv, send, wait_idle
 
 KEY = "test-key"
@@ -122,6 +124,18 @@ def test_a_first_text_that_ends_its_context_takes_the_whole_text_layout(server):
         assert_same_audio(audio_of(got), whole if non_streaming else streaming)
     with pytest.raises(p.ProtocolError, match="text_layout"):
         p.parse_client(p.encode(p.Text("x", "Hi", text_layout="batch")))
+
+    async def client_speaks_whole():             # the Python client's one-message whole text
+        client = GatewayClient(Endpoint(server.ws_url, KEY))
+        ctx = await client.open_context(voice="ryan", seed=5)
+        await ctx.text(text, end=True)
+        messages = [await ctx.receive(30)]
+        while not p.ends_context(messages[-1]):
+            messages.append(await ctx.receive(30))
+        await client.aclose()
+        return messages
+
+    assert_same_audio(audio_of(asyncio.run(client_speaks_whole())), whole)
     wait_idle(server)
 
 
