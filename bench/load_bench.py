@@ -6,7 +6,7 @@ python3 bench/load_bench.py --serve "--dummy 1.7B-CustomVoice --max-frames 150" 
 
 Each level runs --warmup seconds, then a steady-state window of --duration seconds. The contexts that START inside
 the window are the level's contexts; the load stays on until every one of them has ended. Levels are the product
-of --text x --word-timestamps x (--concurrency levels, then --rate levels)."""
+of --text x --text-layout x --word-timestamps x (--concurrency levels, then --rate levels)."""
 import argparse
 import json
 import multiprocessing
@@ -39,7 +39,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--api-key")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[], help="closed-loop levels: contexts at once")
     ap.add_argument("--rate", type=float, nargs="+", default=[], help="Poisson levels: context arrivals per second")
-    ap.add_argument("--text", nargs="+", choices=("whole", "streamed"), default=["streamed"])
+    ap.add_argument("--text", nargs="+", choices=("whole", "streamed"), default=["streamed"],
+                    help="whole: one text message that ends its context; streamed: pieces, then end")
+    ap.add_argument("--text-layout", nargs="+", choices=("auto", *p.TEXT_LAYOUTS), default=["auto"],
+                    help="the first message's text_layout (auto: none, the gateway's rule)")
     ap.add_argument("--word-timestamps", nargs="+", choices=("off", "on"), default=["off"])
     ap.add_argument("--stream-chars", type=int, default=4, help="streamed text: characters per piece")
     ap.add_argument("--stream-ms", type=float, default=15.0, help="streamed text: ms between pieces")
@@ -69,9 +72,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def levels(args) -> list[dict]:
     loads = [("concurrency", c) for c in args.concurrency] + [("rate", r) for r in args.rate]
-    return [dict(mode=mode, value=value, text=text, word_timestamps=words == "on",
+    return [dict(mode=mode, value=value, text=text, text_layout=layout, word_timestamps=words == "on",
                  contexts_per_socket=args.contexts_per_socket)
-            for text in args.text for words in args.word_timestamps for mode, value in loads]
+            for text in args.text for layout in args.text_layout for words in args.word_timestamps
+            for mode, value in loads]
 
 
 def client_jobs(args, level: dict, ws_url: str, texts: list[str]) -> list[ClientJob]:
@@ -79,7 +83,8 @@ def client_jobs(args, level: dict, ws_url: str, texts: list[str]) -> list[Client
     closed = level["mode"] == "concurrency"
     n = min(args.clients, level["value"]) if closed else args.clients
     options = dict(voice=args.voice, language=args.language, instruct=args.instruct,
-                   word_timestamps=level["word_timestamps"])
+                   word_timestamps=level["word_timestamps"],
+                   text_layout=None if level["text_layout"] == "auto" else level["text_layout"])
     speech = Speech({k: v for k, v in options.items() if v is not None},
                     args.stream_chars if level["text"] == "streamed" else 0, args.stream_ms, args.idle_timeout)
     share = [dict(concurrency=level["value"] // n + (i < level["value"] % n)) if closed else

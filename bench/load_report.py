@@ -9,7 +9,9 @@ from qwen_tts_client import protocol as p
 
 
 def text_tag(row: dict) -> str:
-    return ("words_" if row["word_timestamps"] else "") + row["text"]
+    layout = row.get("text_layout", "auto")                 # a forced layout is tagged
+    tag = ("words_" if row["word_timestamps"] else "") + row["text"]
+    return tag if layout == "auto" else f"{tag}_{layout}_layout"
 
 
 def level_name(row: dict) -> str:
@@ -17,7 +19,7 @@ def level_name(row: dict) -> str:
 
 
 def level_row(level: dict, results: list[dict], duration: float) -> dict:
-    """`level` (mode, value, text, word_timestamps) with the totals over the contexts that started in the window."""
+    """`level` (its load and kind of text) with the totals over the contexts that started in the window."""
     contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, alignment_unavailable)
     completed = [record for record, code, _ in contexts if code is None]
     errors = Counter(code for _, code, _ in contexts if code is not None)

@@ -84,8 +84,8 @@ class LoadSocket:
         return ctx
 
     async def speak(self, ctx: Context, text: str, speech: Speech) -> Context:
-        """Sends `text` whole, or in pieces of `stream_chars` every `stream_ms` as an LLM streams it, then `end`;
-        returns once the context has ended."""
+        """Sends `text` whole in a message that ends the context, or in pieces of `stream_chars` every `stream_ms` as
+        an LLM streams it, then `end`; returns once the context has ended."""
         n = speech.stream_chars or len(text)
         pieces = [text[i:i + n] for i in range(0, len(text), n)]
         try:
@@ -95,9 +95,10 @@ class LoadSocket:
                     await asyncio.sleep(start + i * speech.stream_ms / 1000 - time.perf_counter())
                 if ctx.ended.done():                     # refused or failed: the rest would only get errors
                     break
-                text_message = p.Text(ctx.id, piece, **speech.options) if i == 0 else p.Text(ctx.id, piece)
+                text_message = p.Text(ctx.id, piece, **speech.options, end=not speech.stream_chars) if i == 0 \
+                    else p.Text(ctx.id, piece)
                 await self.ws.send(p.encode(text_message))
-            if not ctx.ended.done():
+            if not ctx.ended.done() and speech.stream_chars:
                 await self.ws.send(p.encode(p.End(ctx.id)))
             await ctx.wait(speech.idle_timeout)
             if ctx.code == "client_timeout":

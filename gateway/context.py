@@ -36,7 +36,7 @@ class Context:
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
 
-    def add_text(self, text: str) -> None:
+    def add_text(self, text: str, end: bool = False) -> None:
         self._check_open()
         utterance = self._open_utterance()
         limit = self.session.gateway.config.max_utterance_chars
@@ -52,6 +52,8 @@ class Context:
             self.words.add_text(text)
         if utterance.stream and not utterance.truncated:
             utterance.stream.append(text)
+        if end:
+            return self.close_utterance(p.End(self.id))     # closed before it starts: its engine request is whole
         self._start_next()
         self.changed.set()
 
@@ -124,7 +126,8 @@ class Context:
 
     def _start_next(self) -> None:
         head = self.utterances[0] if self.utterances else None
-        if head is not None and not head.stream and head.parts and not (head.closer and head.blank):
+        if head is not None and not head.stream and head.parts and not (head.closer and head.blank) \
+                and (head.closer or self.settings.text_layout != "whole"):
             head.start(self.settings, self.session.gateway)
 
     async def run(self) -> None:

@@ -42,7 +42,7 @@ async def speech(request: Request, gateway) -> Response:
         or stream_format == "sse" or fmt not in SIZED
     synthesis = SynthesisRequest(text=text, voice=_voice(body, gateway), max_frames=gateway.config.max_frames,
                                  language=body_field(body, "language", str, "auto"),
-                                 instruct=body_field(body, "instructions", str) or None)
+                                 instruct=body_field(body, "instructions", str) or None, non_streaming_text=None)
     encoder = ContainerEncoder(fmt, streamed, float(speed))
     stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
     pieces = _encoded(stream, encoder)

@@ -96,7 +96,7 @@ class Session:
     def _on_text(self, msg: p.Text) -> None:
         ctx = self.contexts.get(msg.context_id)
         if ctx:
-            return ctx.add_text(msg.text)
+            return ctx.add_text(msg.text, msg.end)
         if msg.context_id in self.finished_ids:
             raise p.ProtocolError(p.DUPLICATE_CONTEXT, "context_id was used before on this socket", msg.context_id)
         if self.gateway.draining:
@@ -106,7 +106,7 @@ class Session:
                                                        "open contexts per socket", msg.context_id)
         ctx = Context(self, msg)
         try:
-            ctx.add_text(msg.text)
+            ctx.add_text(msg.text, msg.end)
         except BaseException:
             ctx.cancel()                        # its word-timestamp task (started with it) ends too
             self._remember(ctx.id)

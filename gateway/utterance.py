@@ -8,6 +8,7 @@ from qwen_tts_client import protocol as p
 from .streams import EngineStream
 
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
+NON_STREAMING_TEXT = {"streaming": False, "whole": True}     # text_layout -> the engine's non_streaming_text
 
 
 @dataclass
@@ -34,7 +35,8 @@ class Utterance:
         sampling = SamplingParams(**{k: getattr(s, k) for k in SAMPLING_FIELDS if getattr(s, k) is not None})
         request = SynthesisRequest(text="".join(self.parts), voice=s.voice, language=s.language or "auto",
                                    instruct=s.instruct, sampling=sampling, max_frames=gateway.config.max_frames,
-                                   text_complete=self.closer is not None)
+                                   text_complete=self.closer is not None,
+                                   non_streaming_text=NON_STREAMING_TEXT.get(s.text_layout, None if s.end else False))
         self.stream = EngineStream(gateway.engine, gateway.metrics, request, "websocket", self.first_text_at)
 
     def close(self, closer: p.Flush | p.End) -> None:

@@ -181,13 +181,15 @@ def _kind(w, variant_kind: str) -> str:
 def official_generate(model_dir, variant_kind: str, text: str, *, speaker=None, language="auto", instruct=None,
                       ref_audio=None, ref_text=None, x_vector_only=False, non_streaming=False, max_new_tokens=40):
     """Greedy generation through the official wrapper. `variant_kind`: custom_voice | voice_design | base
-    (or a variant name). `ref_audio`: float 24 kHz mono array. Returns (codes, wav): the codes that
-    `model.generate` returned (for ICL the generated frames only, without the reference codes) as int64
-    (frames, 16), and the waveform exactly as the wrapper returns it (ICL: reference part cut off)."""
+    (or a variant name). `ref_audio`: float 24 kHz mono array. `non_streaming` None: the function's own default.
+    Returns (codes, wav): the codes that `model.generate` returned (for ICL the generated frames only, without the
+    reference codes) as int64 (frames, 16), and the waveform exactly as the wrapper returns it (ICL: reference part
+    cut off)."""
     w = official_model(model_dir)
     kind = _kind(w, variant_kind)
-    kw = dict(language=language, non_streaming_mode=non_streaming, max_new_tokens=max_new_tokens,
-              do_sample=False, subtalker_dosample=False)
+    kw = dict(language=language, max_new_tokens=max_new_tokens, do_sample=False, subtalker_dosample=False)
+    if non_streaming is not None:                  # None: the generate_* function's own default
+        kw["non_streaming_mode"] = non_streaming
     w.last.clear()
     if kind == "custom_voice":
         wavs, sr = w.generate_custom_voice(text, speaker=speaker, instruct=instruct, **kw)

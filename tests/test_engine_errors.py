@@ -67,14 +67,16 @@ def test_missing_model_names_the_path_and_the_dummy_alternative(tmp_path):
         Engine.load(model=str(tmp_path), device="cpu")
 
 
-def test_cli_synth_matches_the_official_code(tmp_path):
+@pytest.mark.parametrize("layout,non_streaming", [([], None), (["--streaming-text"], False)])
+def test_cli_synth_matches_the_official_code(tmp_path, layout, non_streaming):
+    """By default in the layout the official function defaults to (None: its own default argument)."""
     model_dir = cached_model_dir("1.7B-CustomVoice")
     text = "Good morning, this is the command line."
     off_codes, off_wav = official_generate(model_dir, "custom_voice", text, speaker="ryan", language="english",
-                                           max_new_tokens=16)
+                                           non_streaming=non_streaming, max_new_tokens=16)
     out, codes_out = tmp_path / "out.wav", tmp_path / "codes.npy"
     assert cli(["synth", "--model", str(model_dir), "--text", text, "--voice", "ryan", "--language", "english",
-                "--greedy", "--max-frames", "15", "--out", str(out), "--codes-out", str(codes_out)]) == 0
+                "--greedy", "--max-frames", "15", "--out", str(out), "--codes-out", str(codes_out), *layout]) == 0
     np.testing.assert_array_equal(np.load(codes_out), off_codes)
     with wave.open(str(out)) as w:
         assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24000, 1, 2)

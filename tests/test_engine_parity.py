@@ -1,12 +1,17 @@
 """Parity with the official qwen-tts code: identical greedy codec frames and matching waveforms.
 
 Both sides load the same directory, saved by the official classes with seeded random weights."""
+import inspect
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from helpers import assert_audio_close
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
+from engine.api.validate import Validator
+from engine.models.qwen3_tts.config import TTSConfig
 from reference import SR, cached_model_dir, official_generate
 
 MAX_NEW_TOKENS = 24            # the reference yields at most MAX_NEW_TOKENS - 1 frames
@@ -46,7 +51,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("non_streaming", [False, True], ids=["streaming-text", "non-streaming-text"])
+@pytest.mark.parametrize("non_streaming", [False, True, None],
+                         ids=["streaming-text", "non-streaming-text", "official-default-layout"])
 @pytest.mark.parametrize("variant,kw", CASES, ids=[f"{v}-{i}" for i, (v, _) in enumerate(CASES)])
 def test_greedy_frames_and_waveform_match_official(variant, kw, non_streaming):
     kind = variant.split("-", 1)[1]
@@ -62,3 +68,20 @@ def test_greedy_frames_and_waveform_match_official(variant, kw, non_streaming):
     np.testing.assert_array_equal(codes, off_codes)
     assert_audio_close(wav, off_wav)
     assert chunks[-1].final and chunks[-1].finish_reason in ("eos", "max_frames")
+
+
+@pytest.mark.parametrize("model_type,official", [("custom_voice", "generate_custom_voice"),
+                                                 ("voice_design", "generate_voice_design"),
+                                                 ("base", "generate_voice_clone")])
+def test_whole_text_takes_the_layout_the_official_function_defaults_to(model_type, official):
+    from qwen_tts.inference.qwen3_tts_model import Qwen3TTSModel
+    default = inspect.signature(getattr(Qwen3TTSModel, official)).parameters["non_streaming_mode"].default
+    whole = TTSConfig.whole_text_layout.fget(SimpleNamespace(model_type=model_type))
+    validator = Validator(SimpleNamespace(generation={}, whole_text_layout=whole), {}, 100, lambda *_: None)
+
+    def layout(**kw) -> bool:
+        return validator.prepare(SynthesisRequest(text="Hi", **kw)).non_streaming_text
+
+    assert layout(non_streaming_text=None) is default
+    assert layout(non_streaming_text=None, text_complete=False) is False      # streamed text: streaming layout
+    assert layout() is False and layout(non_streaming_text=True) is True       # either layout on demand

@@ -14,6 +14,8 @@ from gateway.state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
+from qwen_tts_client.client import GatewayClient
+from qwen_tts_client.connection import Endpoint
 from ws_helpers import collect, recv, send, wait_idle
 
 KEY = "test-key"
@@ -44,9 +46,11 @@ def audio_of(messages, bytes_per_sample: int = 2) -> bytes:
     return b"".join(m.data for m in audio)
 
 
-def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "pcm_s16le", voice="ryan") -> bytes:
+def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "pcm_s16le", voice="ryan",
+                 non_streaming_text: bool = False) -> bytes:
     """The same request run on the engine directly, converted as the socket converts it."""
-    request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed))
+    request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed),
+                               non_streaming_text=non_streaming_text)
     encoder = AudioEncoder(rate, encoding)
     chunks = srv.engine.submit(request).iter_blocking()
     return b"".join(data for c in chunks for data, _ in encoder.encode(c.pcm, c.final))
@@ -91,6 +95,47 @@ def test_streamed_text_speaks_before_end_and_matches_the_engine(server):
     assert isinstance(messages[-1], p.Done) and messages[-1].audio_ms == len(audio) / 2 / 24
     assert len(audio) == FRAMES * 1920 * 2
     assert_same_audio(audio, engine_audio(server, "".join(pieces), seed=7))
+    wait_idle(server)
+
+
+def test_a_first_text_that_ends_its_context_takes_the_whole_text_layout(server):
+    text = "Hello there, how are you doing today?"
+    first = dict(voice="ryan", seed=5)
+    contexts = {            # messages -> the layout (tiny is a CustomVoice: its default puts all text in the prompt)
+        "one-message": ([p.Text("one-message", text, **first, end=True)], True),
+        "then-end": ([p.Text("then-end", text, **first), p.End("then-end")], False),
+        "streamed": ([p.Text("streamed", text[:9], **first), p.Text("streamed", text[9:], end=True)], False),
+        "forced-streaming": ([p.Text("forced-streaming", text, **first, text_layout="streaming", end=True)], False),
+        "forced-whole": ([p.Text("forced-whole", text[:9], **first, text_layout="whole"),
+                          p.Text("forced-whole", text[9:]), p.End("forced-whole")], True),
+    }
+
+    async def run(messages):
+        async with connect(server) as ws:
+            await recv(ws)
+            await send(ws, *messages)
+            return (await collect(ws, [messages[0].context_id]))[messages[0].context_id]
+
+    whole, streaming = (engine_audio(server, text, 5, non_streaming_text=layout) for layout in (True, False))
+    assert whole != streaming
+    for cid, (messages, non_streaming) in contexts.items():
+        got = asyncio.run(run(messages))
+        assert isinstance(got[-1], p.Done), (cid, got[-1])
+        assert_same_audio(audio_of(got), whole if non_streaming else streaming)
+    with pytest.raises(p.ProtocolError, match="text_layout"):
+        p.parse_client(p.encode(p.Text("x", "Hi", text_layout="batch")))
+
+    async def client_speaks_whole():             # the Python client's one-message whole text
+        client = GatewayClient(Endpoint(server.ws_url, KEY))
+        ctx = await client.open_context(voice="ryan", seed=5)
+        await ctx.text(text, end=True)
+        messages = [await ctx.receive(30)]
+        while not p.ends_context(messages[-1]):
+            messages.append(await ctx.receive(30))
+        await client.aclose()
+        return messages
+
+    assert_same_audio(audio_of(asyncio.run(client_speaks_whole())), whole)
     wait_idle(server)
 
 

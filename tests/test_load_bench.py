@@ -10,11 +10,11 @@ from bench.load_server import ServeProcess
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = "--dummy tiny --device cpu --max-frames 8"
 SHORT = ["--duration", "3", "--warmup", "1", "--ramp", "0.5", "--clients", "1"]
-LEVEL_FIELDS = {"name", "mode", "value", "text", "word_timestamps", "contexts_per_socket", "contexts", "completed", "busy",
-                "errors", "alignment_unavailable", "fully_viable", "viability", "viable_share_mean", "ttfa_p50_ms",
-                "ttfa_p90_ms", "ttfa_p95_ms", "ttfa_p99_ms", "rtf_p50", "rtf_p90", "underrun_s_mean",
-                "audio_s_per_s", "sockets", "client_cpu_max", "client_lag_p99_ms_max", "client_lag_max_ms",
-                "client_saturated", "clients"}
+LEVEL_FIELDS = {"name", "mode", "value", "text", "text_layout", "word_timestamps", "contexts_per_socket", "contexts",
+                "completed", "busy", "errors", "alignment_unavailable", "fully_viable", "viability",
+                "viable_share_mean", "ttfa_p50_ms", "ttfa_p90_ms", "ttfa_p95_ms", "ttfa_p99_ms", "rtf_p50", "rtf_p90",
+                "underrun_s_mean", "audio_s_per_s", "sockets", "client_cpu_max", "client_lag_p99_ms_max",
+                "client_lag_max_ms", "client_saturated", "clients"}
 
 
 def load_bench(out: Path, *args: str) -> dict:
@@ -38,6 +38,14 @@ def test_closed_loop_streamed_text_two_contexts_per_socket(tmp_path):
     assert "streamed_contexts_99" in report["summary"]
     assert report["server"]["model"] == "dummy:tiny"
     assert "ready" in (tmp_path / "serve.log").read_text()
+
+
+def test_whole_text_in_each_layout_at_one_context(tmp_path):
+    report = load_bench(tmp_path, "--serve", SERVE, "--concurrency", "1", "--text", "whole",
+                        "--text-layout", "auto", "streaming")
+    assert [(row["name"], row["text_layout"]) for row in report["levels"]] == [
+        ("c1_whole", "auto"), ("c1_whole_streaming_layout", "streaming")]
+    assert {"ws_ttfa_p50_ms", "ws_whole_streaming_layout_ttfa_p50_ms"} <= report["summary"].keys()
 
 
 def test_poisson_whole_text_with_word_timestamps(tmp_path):

@@ -8,10 +8,12 @@ import wave
 from dataclasses import replace
 
 import av
+import numpy as np
 import openai
 import pytest
 
-from engine import Engine
+from engine import Engine, SamplingParams, SynthesisRequest
+from gateway.audio import to_pcm16
 from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
@@ -101,6 +103,21 @@ def test_sse_sends_openai_events(server, client):
     frames = server.requests[-1]["samples"] // 1920
     assert len(audio) == server.requests[-1]["samples"] * 2
     assert events[-1]["usage"] == {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
+
+
+def test_input_takes_the_layout_the_official_code_defaults_to(server, client):
+    """tiny is a CustomVoice: the whole text in the prompt, as generate_custom_voice does by default."""
+    response = client.audio.speech.create(model="tts-1", voice="ryan", input=TEXT, response_format="pcm")
+    got = np.frombuffer(response.content, "<i2").astype(np.int32)
+
+    def engine_pcm(non_streaming_text: bool) -> np.ndarray:
+        request = SynthesisRequest(text=TEXT, voice="ryan", max_frames=FRAMES, sampling=SamplingParams(seed=SEED),
+                                   non_streaming_text=non_streaming_text)
+        return to_pcm16(np.concatenate([c.pcm for c in server.engine.submit(request).iter_blocking()])).astype(np.int32)
+
+    whole, streaming = engine_pcm(True), engine_pcm(False)
+    assert len(got) == len(whole) and np.abs(got - whole).max() <= 64
+    assert len(streaming) != len(whole) or np.abs(streaming - whole).max() > 64
 
 
 def test_openai_voice_names_reach_the_models_speakers(server, client):

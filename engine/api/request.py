@@ -64,7 +64,7 @@ class SynthesisRequest:
     max_frames: int | None = None     # None: scaled to the text length
     ignore_eos: bool = False
     text_complete: bool = True        # False: more text follows through append_text()
-    non_streaming_text: bool = False
+    non_streaming_text: bool | None = False   # None: the layout the official code defaults to for the variant
     chunk_frames: tuple[int, ...] = (1, 2, 4, 8, 16)   # the last one repeats
     adaptive_chunks: bool = True
 

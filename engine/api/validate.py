@@ -12,7 +12,11 @@ class Validator:
         self.cfg, self.voices, self.max_text_chars, self.check_model = cfg, voices, max_text_chars, check_model
 
     def prepare(self, request: SynthesisRequest) -> SynthesisRequest:
-        request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.cfg.generation))
+        whole = request.non_streaming_text
+        if whole is None:
+            whole = request.text_complete and self.cfg.whole_text_layout
+        request = dataclasses.replace(request, sampling=request.sampling.with_defaults(self.cfg.generation),
+                                      non_streaming_text=whole)
         self.check(request)
         return request
 

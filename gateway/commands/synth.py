@@ -19,7 +19,11 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--max-frames", type=int)
     p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--non-streaming-text", action="store_true", help="whole text in the prompt (reference layout)")
+    layout = p.add_mutually_exclusive_group()   # neither: the layout the official code defaults to for the variant
+    layout.add_argument("--streaming-text", dest="non_streaming_text", action="store_false", default=None,
+                        help="text fed one token a frame, as a streamed context (a clone's default)")
+    layout.add_argument("--non-streaming-text", dest="non_streaming_text", action="store_true",
+                        help="whole text in the prompt (CustomVoice's and VoiceDesign's default)")
     p.add_argument("--out", required=True, help="output WAV (24 kHz mono, 16-bit)")
     p.add_argument("--codes-out", help="write the generated codec frames as an int array (frames, 16) .npy")
 

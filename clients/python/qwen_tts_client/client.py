@@ -19,10 +19,12 @@ class Context:
         self.text_sent = False
         self.finished = False                          # its last message (done, cancelled, error) was read
 
-    async def text(self, text: str) -> None:
+    async def text(self, text: str, end: bool = False) -> None:
+        """`end`: this text is the last (a first text that ends the context is spoken in the whole-text layout)."""
         first = not self.text_sent
         self.text_sent = True
-        await self.client.send(self.ws, p.Text(self.id, text, **self.options) if first else p.Text(self.id, text))
+        options = self.options if first else {}
+        await self.client.send(self.ws, p.Text(self.id, text, **options, end=end))
 
     async def flush(self) -> None:
         if self.text_sent:

@@ -14,7 +14,7 @@ WEBSOCKET_PATH = "/v1/tts/websocket"
 CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT = "connection_failed", "connection_lost", "timeout"   # client-side codes
 LANGUAGES = {"zh": "chinese", "en": "english", "de": "german", "it": "italian", "pt": "portuguese", "es": "spanish",
              "ja": "japanese", "ko": "korean", "fr": "french", "ru": "russian"}
-SPEECH_OPTIONS = frozenset(f.name for f in fields(p.Text)) - {"context_id", "text"}
+SPEECH_OPTIONS = frozenset(f.name for f in fields(p.Text)) - {"context_id", "text", "end"}
 
 
 class GatewayError(Exception):

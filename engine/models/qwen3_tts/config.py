@@ -36,6 +36,11 @@ class TTSConfig:
         # the reference drops instruct for the 0.6B CustomVoice
         return self.model_type == "voice_design" or (self.model_type == "custom_voice" and self.model_size != "0b6")
 
+    @property
+    def whole_text_layout(self) -> bool:
+        """The official generate_* default for a text known whole: all of it in the prompt, except for a clone."""
+        return self.model_type in ("custom_voice", "voice_design")
+
     @classmethod
     def load(cls, model_dir: str | Path) -> "TTSConfig":
         d = Path(model_dir)

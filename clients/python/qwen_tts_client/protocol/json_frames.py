@@ -8,8 +8,8 @@ from typing import get_type_hints
 
 from .audio_frames import unpack_audio
 from .codes import INVALID_JSON, INVALID_MESSAGE, UNKNOWN_TYPE
-from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, MAX_CONTEXT_ID_BYTES, SERVER_MESSAGES, Audio, Cancel,
-                       ClientMessage, ProtocolError, ServerMessage)
+from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, MAX_CONTEXT_ID_BYTES, SERVER_MESSAGES, TEXT_LAYOUTS, Audio,
+                       Cancel, ClientMessage, ProtocolError, ServerMessage, Text)
 
 
 def encode(message: ServerMessage | ClientMessage) -> str:
@@ -72,6 +72,8 @@ def _check_client(msg: ClientMessage) -> None:
         raise ValueError(f"context_id '{ALL_CONTEXTS}' is only for cancel")
     if isinstance(msg, Cancel) and msg.played_ms is not None and msg.played_ms < 0:
         raise ValueError("field 'played_ms' must be non-negative")
+    if isinstance(msg, Text) and msg.text_layout not in (None, *TEXT_LAYOUTS):
+        raise ValueError(f"field 'text_layout' must be one of {', '.join(TEXT_LAYOUTS)}")
 
 
 def parse_client(raw: str) -> ClientMessage:

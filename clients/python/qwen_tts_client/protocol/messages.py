@@ -7,6 +7,7 @@ from .codes import ALIGNMENT_UNAVAILABLE, RETRYABLE
 PROTOCOL_VERSION = 1
 ALL_CONTEXTS = "*"
 MAX_CONTEXT_ID_BYTES = 255
+TEXT_LAYOUTS = ("streaming", "whole")   # text fed one token a frame, or all of it in the prompt at the utterance's end
 
 
 class ProtocolError(Exception):
@@ -33,6 +34,8 @@ class Text:
     top_p: float | None = None
     repetition_penalty: float | None = None
     seed: int | None = None
+    text_layout: str | None = None    # one of TEXT_LAYOUTS; None: whole text layout only where `end` is set here
+    end: bool = False                 # this text is the context's last, as if `end` followed it
 
 
 @dataclass
