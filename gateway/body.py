@@ -26,9 +26,12 @@ async def read_json(request: Request, limit: int) -> dict:
 
 
 def body_field(body: dict, name: str, kind, default=None):
-    value = body.get(name, default)
+    """The field checked against `kind`; absent or null: `default`."""
+    value = body.get(name)
+    if value is None:
+        return default
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    if value is not None and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
         raise p.ProtocolError(p.INVALID_REQUEST, f"'{name}' must be {' or '.join(k.__name__ for k in kinds)}")
     if isinstance(value, str) and not p.is_unicode(value):
         raise p.ProtocolError(p.INVALID_REQUEST, f"'{name}' must be valid Unicode (it holds a lone surrogate)")
