@@ -98,4 +98,4 @@ async def delete_voice(request: Request, gateway) -> Response:
 
 routes = [Route("/v1/voices", list_voices, methods=["GET"]),
           Route("/v1/voices", register_voice, methods=["POST"]),
-          Route("/v1/voices/{name}", delete_voice, methods=["DELETE"])]
+          Route("/v1/voices/{name:path}", delete_voice, methods=["DELETE"])]       # any name: its own JSON 400
