@@ -34,7 +34,8 @@ def check_reference(ref: VoiceRef) -> None:
         raise EngineInputError("text_too_long", f"the reference transcript holds at most {MAX_TRANSCRIPT_CHARS} "
                                                 "characters")
     if not ref.x_vector_only and not text.strip():
-        raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript")
+        raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript "
+                                                    "(or set x_vector_only)")
 
 
 def check_reference_format(rate: int, channels: int, width: int, frames: int) -> None:

@@ -1,6 +1,6 @@
 """What a request may ask of a Qwen3-TTS variant: its languages, an instruct, its speakers or clone voices."""
 from engine.api.request import EngineInputError, SynthesisRequest
-from engine.api.voice_input import check_voice_name
+from engine.api.voice_input import check_reference, check_voice_name
 
 
 def check_request(cfg, voices, r: SynthesisRequest) -> None:
@@ -30,6 +30,5 @@ def check_request(cfg, voices, r: SynthesisRequest) -> None:
             check_voice_name(r.voice, "unknown_voice")
             if r.voice not in voices:
                 raise EngineInputError("unknown_voice", f"no registered voice {r.voice!r}: GET /v1/voices lists them")
-        if r.ref is not None and not r.ref.x_vector_only and not (r.ref.text or "").strip():
-            raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript "
-                                                        "(or set x_vector_only)")
+        if r.ref is not None:
+            check_reference(r.ref)
