@@ -112,7 +112,8 @@ def main() -> None:
     target = ap.add_mutually_exclusive_group(required=True)
     target.add_argument("--url", help="a running Base-model server, http://host:port")
     target.add_argument("--serve", metavar="ARGS", help="start `serve ARGS` itself")
-    ap.add_argument("--background", type=int, nargs="+", default=[0, 32, 60], help="other streams at once, a level each")
+    ap.add_argument("--background", type=int, nargs="+", default=[0, 32, 60],
+                    help="other streams at once, a level each")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

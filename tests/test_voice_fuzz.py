@@ -21,12 +21,13 @@ from test_gateway_fuzz import HTTP_CODES, floats, json_values, unicode
 from qwen_tts_client import protocol as p
 from wav_headers import wav_bytes
 
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
 STATUSES: Counter = Counter()
 MAX_GAP_S = 5.0             # the stalls were 2.7-13.9 s; a victim's gaps here are well under a second
 
-names = (st.from_regex(voice_input.VOICE_NAME, fullmatch=True) | unicode
-         | st.sampled_from(["victim", ".", "..", ".hidden", "../../outside/evil", "/etc/hostname", "a\x00b", "x" * 300]))
+hostile = ["victim", ".", "..", ".hidden", "../../outside/evil", "/etc/hostname", "a\x00b", "x" * 300]
+names = st.from_regex(voice_input.VOICE_NAME, fullmatch=True) | unicode | st.sampled_from(hostile)
 rates = st.sampled_from(voice_input.REFERENCE_RATES) | st.integers(0, 2 ** 32 - 1)
 headers = st.builds(lambda rate, channels, width, seconds, claimed: wav_bytes(
     rate, min(int(seconds * min(rate, 48000)), 65536 // max(1, channels * width)), channels, width, claimed),
