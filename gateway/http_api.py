@@ -1,25 +1,21 @@
 """HTTP API: what every route shares (auth, readiness, errors) and clone-voice management."""
 import asyncio
 import base64
+import binascii
 import logging
-import re
-import tempfile
 
-import numpy as np
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine import EngineInputError, VoiceRef
-from engine.api.wav import read_wav
+from engine.api.voice_input import INVALID_AUDIO, check_reference, check_voice_name, read_reference_wav
 from qwen_tts_client import protocol as p
 
 from .body import body_field, read_json
 
 log = logging.getLogger("qwen_tts_gateway")
-VOICE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-MAX_REFERENCE_SECONDS = 60
-INVALID_AUDIO, VOICE_EXISTS, NOT_FOUND = "invalid_audio", "voice_exists", "not_found"
+VOICE_EXISTS, NOT_FOUND = "voice_exists", "not_found"
 STATUS = {p.UNAUTHORIZED: 401, NOT_FOUND: 404, VOICE_EXISTS: 409, p.MESSAGE_TOO_LARGE: 413, p.BUSY: 503,
           p.NOT_READY: 503, p.SHUTTING_DOWN: 503, p.INTERNAL: 500}
 
@@ -66,18 +62,13 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     """{name, audio: base64 WAV, text, [x_vector_only]}: the clone conditioning is computed once."""
     body = await read_json(request, gateway.config.limits.max_body_bytes)
     name = body_field(body, "name", str) or ""
-    if not VOICE_NAME.fullmatch(name):
-        raise ApiError(p.INVALID_REQUEST, "'name' must be 1-64 characters of letters, digits, '_', '.', '-'")
+    check_voice_name(name)
     if name.lower() in gateway.engine.info["speakers"]:
         raise ApiError(VOICE_EXISTS, f"'{name}' is a built-in voice")
-    try:
-        audio, rate = await asyncio.to_thread(_read_wav, body_field(body, "audio", str) or "")
-    except Exception as exc:                       # base64, RIFF and sample-format errors alike
-        raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
-    if not len(audio) or len(audio) > MAX_REFERENCE_SECONDS * rate:
-        raise ApiError(INVALID_AUDIO, f"reference audio must be 0-{MAX_REFERENCE_SECONDS} s long")
-    ref = VoiceRef(audio.astype(np.float32), rate, body_field(body, "text", str),
-                   x_vector_only=body_field(body, "x_vector_only", bool, False))
+    audio, rate = await asyncio.to_thread(_read_wav, body_field(body, "audio", str) or "")
+    x_vector_only = body_field(body, "x_vector_only", bool, False)
+    ref = VoiceRef(audio, rate, body_field(body, "text", str), x_vector_only=x_vector_only)
+    check_reference(ref)
     try:
         await gateway.engine.register_voice(name, ref)
     except (EngineInputError, ApiError):
@@ -88,21 +79,23 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     return JSONResponse({"name": name, "type": "clone"}, status_code=201)
 
 
-def _read_wav(data: str) -> tuple[np.ndarray, int]:
-    with tempfile.NamedTemporaryFile(suffix=".wav") as f:     # read_wav takes a path
-        f.write(base64.b64decode(data, validate=True))
-        f.flush()
-        return read_wav(f.name)
+def _read_wav(data: str):
+    try:
+        wav = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
+    return read_reference_wav(wav)
 
 
 @api
 async def delete_voice(request: Request, gateway) -> Response:
     name = request.path_params["name"]
+    check_voice_name(name)
     if not await gateway.engine.delete_voice(name):
-        raise ApiError(NOT_FOUND, f"no registered voice '{name}'")
+        raise ApiError(NOT_FOUND, f"no registered voice {name!r}")
     return Response(status_code=204)
 
 
 routes = [Route("/v1/voices", list_voices, methods=["GET"]),
           Route("/v1/voices", register_voice, methods=["POST"]),
-          Route("/v1/voices/{name}", delete_voice, methods=["DELETE"])]
+          Route("/v1/voices/{name:path}", delete_voice, methods=["DELETE"])]       # any name: its own JSON 400

@@ -57,10 +57,13 @@ class Session:
                 self._retire(ctx)
             self.outbox.stop()
 
-    async def shutdown(self, reason: str) -> None:
+    async def shutdown(self, reason: str, code: str = p.SHUTTING_DOWN) -> None:
+        """Every context ends with `code`; then the close: 1001 (shutting down) or 1011 after an `internal` error."""
         for ctx in list(self.contexts.values()):
-            self.fail(ctx, p.SHUTTING_DOWN, reason)
-        await self._close(p.CLOSE_GOING_AWAY, reason)
+            self.fail(ctx, code, reason)
+        if code == p.INTERNAL:
+            self.send(p.Error(p.INTERNAL, reason, True))
+        await self._close(p.CLOSE_INTERNAL if code == p.INTERNAL else p.CLOSE_GOING_AWAY, reason)
 
     async def _close(self, code: int, reason: str) -> None:
         if not self.closed:
@@ -76,6 +79,9 @@ class Session:
             getattr(self, f"_on_{msg.type}")(msg)
         except (p.ProtocolError, EngineInputError) as exc:
             self._reject(exc.code, str(exc), msg.context_id)
+        except Exception:                    # a fault of ours: it ends that context only, the socket stays
+            log.exception("session %s: a %s message failed", self.id, msg.type)
+            self._reject(p.INTERNAL, "internal error; retry", msg.context_id)
 
     def _parse(self, raw: str | None) -> p.ClientMessage:
         limit = self.gateway.config.max_message_bytes

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from engine import REAL_CLOCK, Clock
+from qwen_tts_client import protocol as p
 
 from .core import EngineClient
 from .limits import Limits
@@ -96,7 +97,7 @@ class Gateway:
         """Graceful shutdown: refuse new work, give closed text shutdown_grace s, then end contexts and close (1001)."""
         if self.status == "failed":
             for session in list(self.sessions):
-                await session.shutdown("the engine failed")
+                await session.shutdown("the engine failed", p.INTERNAL)
             return
         self.status = "shutting_down"
         deadline = time.monotonic() + self.config.shutdown_grace

@@ -45,8 +45,8 @@ def test_a_child_process_serves_and_its_death_ends_every_context_with_internal(s
                 return messages, closed.rcvd.code if closed.rcvd else None
     messages, close_code = asyncio.run(run())
     errors = [m for m in messages if isinstance(m, p.Error)]
-    assert [(e.code, e.context_id, e.retryable) for e in errors][:1] == [(p.INTERNAL, "a", True)]
-    assert close_code is not None
+    assert [(e.code, e.context_id, e.retryable) for e in errors] == [(p.INTERNAL, "a", True), (p.INTERNAL, None, True)]
+    assert close_code == p.CLOSE_INTERNAL                # as docs/protocol.md lists it
     assert server.gateway.status == "failed"
     server.thread.join(30)
     assert not server.thread.is_alive()                 # the server stopped: a supervisor restarts it

@@ -39,7 +39,7 @@ class StubModel:
     def check_request(cfg, voices, request) -> None:
         pass
 
-    def voices(self, voices_dir):
+    def voices(self, voices_dir, capacity):
         return NoVoices()
 
     def prepare(self, seq, voices) -> None:

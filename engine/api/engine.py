@@ -10,6 +10,7 @@ from engine.api.handle import RequestHandle
 from engine.api.request import SynthesisRequest, VoiceRef
 from engine.api.validate import Validator
 from engine.core.admission import Admission
+from engine.core.background import Background
 from engine.core.clock import REAL_CLOCK, Clock
 from engine.core.engine_thread import EngineThread
 from engine.core.memory import kv_blocks_for_memory
@@ -29,8 +30,10 @@ class Engine:
     def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
-                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, clock: Clock = REAL_CLOCK):
-        """kv_tokens_per_seq None: on CUDA the cache takes what `gpu_memory_utilization` leaves."""
+                 kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, max_voices: int = 64,
+                 clock: Clock = REAL_CLOCK):
+        """kv_tokens_per_seq None: on CUDA the cache takes what `gpu_memory_utilization` leaves. `max_voices`: the
+        clone voices kept, in memory and in `voices_dir` alike (beyond: the least recently used is dropped)."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -52,7 +55,8 @@ class Engine:
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
-        self.voices = model.voices(voices_dir)
+        self.voices = model.voices(voices_dir, max_voices)
+        self.background = Background(model.device)
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
         self.step = Step(model, self.runner, self.scheduler, clock)
@@ -105,8 +109,9 @@ class Engine:
         self.inbox.put(("cancel", seq_id))
 
     def register_voice(self, name: str, ref: VoiceRef):
-        """Computes the clone conditioning on the engine thread; returns a concurrent Future."""
-        return self.voices.register(name, ref, self.inbox)
+        """Computes the clone conditioning beside the engine thread, one at a time; returns a concurrent Future.
+        Raises EngineInputError at once for a bad name or reference, or `busy` while too many wait."""
+        return self.voices.register(name, ref, self.background)
 
     def delete_voice(self, name: str) -> bool:
         return self.voices.delete(name)
@@ -122,8 +127,10 @@ class Engine:
                     voices_dir=str(store.path) if store is not None else None)
 
     def start(self) -> "Engine":
+        self.background.start()
         self.thread.start()
         return self
 
     def shutdown(self) -> None:
+        self.background.stop()
         self.thread.stop()

@@ -108,8 +108,6 @@ class EngineThread:
                 seq.handle.deliver(exc)
             except Exception as exc:
                 seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
-        elif kind == "voice":
-            self.voices.compute(*args)
         elif kind in ("append", "close", "cancel"):
             seq = self.seqs.get(args[0])
             if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:

@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
     p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
                    help="registered voices are stored here, in a folder per model, and survive restarts; replicas "
                         "share it (on several nodes: a shared mount); '' keeps them in memory only")
+    p.add_argument("--max-voices", type=int, default=64,
+                   help="registered voices kept, in memory and in --voices-dir alike: registering beyond drops the "
+                        "least recently used (at start too)")
     p.add_argument("--voice-map", type=voice_map.parse, default=voice_map.OPENAI_VOICES, metavar="ALIAS=VOICE,...",
                    help="OpenAI voice names for POST /v1/audio/speech, over the default table (docs/protocol.md)")
     limits.add_arguments(p)
@@ -76,7 +79,8 @@ def run(args, argv: list[str]) -> int:
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
-                      aligner=args.aligner, dummy_aligner=args.dummy_aligner, voices_dir=args.voices_dir or None)
+                      aligner=args.aligner, dummy_aligner=args.dummy_aligner, voices_dir=args.voices_dir or None,
+                      max_voices=args.max_voices)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))

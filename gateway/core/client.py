@@ -128,14 +128,14 @@ class EngineClient:
                 if (handle := self.requests.pop(key, None)) is not None:
                     handle.put(rest[0].exception())
             elif kind in ("voice", "aligned"):
-                if len(rest) > 1:
-                    self.voices.known = rest[1]
                 if (future := self.calls.pop(key, None)) is not None and not future.done():
                     result = rest[0]
                     future.set_exception(result.exception()) if isinstance(result, wire.Failure) \
                         else future.set_result(result)
             elif kind == "stats":
-                self.stats, self.voices.known = key, key["voices"]
+                self.stats = key
+            elif kind == "voices":
+                self.voices.known = key
             elif kind == "ready":
                 self._ready(key)
 

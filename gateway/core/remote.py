@@ -18,7 +18,7 @@ class VoiceNames:
         return name in self.known or self.store is not None and self.store.version(name) is not None
 
     def names(self) -> list[str]:
-        return self.store.names() if self.store is not None else list(self.known)
+        return list(self.known)
 
 
 class RemoteAligner:

@@ -21,6 +21,7 @@ class EngineSpec:
     aligner: str | None = None
     dummy_aligner: str | None = None
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
+    max_voices: int = 64                          # registered voices kept, in memory and on disk alike
 
     def build(self):
         from aligner import Aligner
@@ -37,7 +38,8 @@ class EngineSpec:
         step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
         engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_seqs=max_active,
                              kv_tokens_per_seq=self.kv_tokens_per_stream, max_step_ms=step_ms,
-                             gpu_memory_utilization=self.gpu_memory_utilization, voices_dir=self.voices_dir).start()
+                             gpu_memory_utilization=self.gpu_memory_utilization, voices_dir=self.voices_dir,
+                             max_voices=self.max_voices).start()
         stats = engine.stats()
         log.info("engine %s loaded in %.1fs: %d streams at most, %d KV tokens (%s), max step %s ms",
                  engine.info["model"], time.perf_counter() - t0, max_active, stats["kv_tokens"],

@@ -3,6 +3,7 @@ import logging
 import os
 import queue
 import signal
+import threading
 import time
 from collections import defaultdict
 from functools import partial
@@ -31,6 +32,8 @@ class EngineWorker:
         self.requests: dict = {}              # (peer, rid) -> the engine's RequestHandle
         self.peers: set[bytes] = set()
         self.reports: dict[str, dict] = {}    # each front end's metrics, for every front end's /metrics
+        self.voice_names: list[str] = []       # as last shipped to the front ends
+        self.voices_lock = threading.Lock()    # registrations are answered from the engine's background thread
         self.running = True
 
     def serve(self, parent_pid: int | None = None) -> None:
@@ -51,6 +54,7 @@ class EngineWorker:
                     self._apply(peer, cmd)
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + STATS_S
+                self._ship_voice_names()
                 for peer in self.peers:
                     self.put(peer, ("stats", self.stats()))
             self._flush()
@@ -86,8 +90,10 @@ class EngineWorker:
         handle = self.requests.get((peer, args[0])) if kind in ("append", "close") else None
         try:
             if kind == "hello":
-                self.peers.add(peer)
                 self.put(peer, ("ready", self.description()))
+                with self.voices_lock:
+                    self.peers.add(peer)
+                    self.put(peer, ("voices", self.voice_names))
             elif kind == "report":
                 self.reports[peer.hex()] = args[0]
             elif kind == "add":
@@ -102,7 +108,9 @@ class EngineWorker:
             elif kind == "voice":
                 self.engine.register_voice(*args[1:]).add_done_callback(partial(self._answer, peer, "voice", args[0]))
             elif kind == "delete_voice":
-                self.put(peer, ("voice", args[0], self.engine.delete_voice(args[1]), self.engine.voice_names()))
+                deleted = self.engine.delete_voice(args[1])
+                self._ship_voice_names()
+                self.put(peer, ("voice", args[0], deleted))
             elif kind == "align":
                 self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
             elif kind == "shutdown":
@@ -122,14 +130,24 @@ class EngineWorker:
 
     def _answer(self, peer: bytes, kind: str, key: int, future) -> None:
         exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
-        names = (self.engine.voice_names(),) if kind == "voice" else ()    # the front end's list, at once
-        self.put(peer, (kind, key, wire.Failure.of(exc) if exc else future.result(), *names))
+        if kind == "voice":
+            self._ship_voice_names()          # before the answer: the front end lists the new voice at once
+        self.put(peer, (kind, key, wire.Failure.of(exc) if exc else future.result()))
+
+    def _ship_voice_names(self) -> None:
+        """Only when they changed (at most --max-voices names); one stat of the voices folder otherwise."""
+        with self.voices_lock:
+            names = self.engine.voice_names()
+            if names != self.voice_names:
+                self.voice_names = names
+                for peer in self.peers:
+                    self.put(peer, ("voices", names))
 
     def description(self) -> dict:
         return dict(self.engine.description(), aligner=bool(self.aligner))
 
     def stats(self) -> dict:
-        stats = dict(self.engine.stats(), voices=self.engine.voice_names(), frontends=self.reports)
+        stats = dict(self.engine.stats(), frontends=self.reports)
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.jobs.qsize(), aligner_busy_s=self.aligner.stats["busy_seconds"],
                          aligner_audio_s=self.aligner.stats["audio_seconds"])

@@ -1,5 +1,6 @@
 """What a request may ask of a Qwen3-TTS variant: its languages, an instruct, its speakers or clone voices."""
 from engine.api.request import EngineInputError, SynthesisRequest
+from engine.api.voice_input import check_reference, check_voice_name
 
 
 def check_request(cfg, voices, r: SynthesisRequest) -> None:
@@ -7,14 +8,14 @@ def check_request(cfg, voices, r: SynthesisRequest) -> None:
     language = (r.language or "auto").lower()
     if language not in cfg.public_languages:
         raise EngineInputError("unknown_language",
-                               f"unknown language '{r.language}'; supported: {', '.join(cfg.public_languages)}")
+                               f"unknown language {r.language!r:.40}; supported: {', '.join(cfg.public_languages)}")
     if r.instruct and not cfg.takes_instruct:
         raise EngineInputError("instruct_not_supported",
                                f"this model ({cfg.model_size} {cfg.model_type}) does not take an instruct text")
     if cfg.model_type == "custom_voice":
         if r.voice is not None and r.voice.lower() not in cfg.speakers:
             raise EngineInputError("unknown_voice",
-                                   f"unknown voice '{r.voice}'; this model has: {', '.join(cfg.speakers)}")
+                                   f"unknown voice {r.voice!r:.40}; this model has: {', '.join(cfg.speakers)}")
         if r.ref is not None:
             raise EngineInputError("invalid_request", "reference audio needs a Base model")
     elif cfg.model_type == "voice_design":
@@ -25,9 +26,9 @@ def check_request(cfg, voices, r: SynthesisRequest) -> None:
         if r.ref is None and r.voice is None:
             raise EngineInputError("missing_reference", "a Base model clones a voice: give reference audio "
                                                         "(with its transcript, or x_vector_only) or a registered voice")
-        if r.voice is not None and r.ref is None and r.voice not in voices:
-            raise EngineInputError("unknown_voice", f"no registered voice '{r.voice}'; "
-                                                    f"registered: {', '.join(voices.names()) or 'none'}")
-        if r.ref is not None and not r.ref.x_vector_only and not (r.ref.text or "").strip():
-            raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript "
-                                                        "(or set x_vector_only)")
+        if r.voice is not None and r.ref is None:
+            check_voice_name(r.voice, "unknown_voice")
+            if r.voice not in voices:
+                raise EngineInputError("unknown_voice", f"no registered voice {r.voice!r}: GET /v1/voices lists them")
+        if r.ref is not None:
+            check_reference(r.ref)

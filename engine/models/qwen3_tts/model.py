@@ -53,8 +53,9 @@ class LoadedModel(TalkerStages, RequestLayout):
         self.builder = PromptBuilder(c, self.tts.talker)
         self.role_ids = self.tokenizer.encode(self.text_prefix)
 
-    def voices(self, voices_dir: str | None) -> VoiceCache:
-        return VoiceCache(self, store=VoiceStore.for_model(voices_dir, self.name) if voices_dir else None)
+    def voices(self, voices_dir: str | None, capacity: int) -> VoiceCache:
+        store = VoiceStore.for_model(voices_dir, self.name, capacity) if voices_dir else None
+        return VoiceCache(self, capacity, store)
 
     @property
     def info(self) -> dict:
@@ -67,10 +68,12 @@ class LoadedModel(TalkerStages, RequestLayout):
     def make_voice(self, ref: VoiceRef) -> Voice:
         audio = resample(np.asarray(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
         xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio))
-        if ref.x_vector_only:
-            return Voice(xvector=xvector)
-        codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))
-        ids = self.tokenizer.encode(f"<|im_start|>assistant\n{ref.text}<|im_end|>\n")[3:-2]
+        codes, ids = None, None
+        if not ref.x_vector_only:
+            codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))
+            ids = self.tokenizer.encode(f"<|im_start|>assistant\n{ref.text}<|im_end|>\n")[3:-2]
+        if self.device.type == "cuda":
+            torch.cuda.current_stream().synchronize()    # made on a side stream: done before the engine's reads it
         return Voice(xvector=xvector, ref_codes=codes, ref_text_ids=ids)
 
 

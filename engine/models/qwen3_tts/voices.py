@@ -1,10 +1,12 @@
-"""Clone voices in an LRU in front of the shared voice store; a cached voice is used while its file is unchanged."""
+"""Clone voices in an LRU in front of the shared voice store; a cached voice is used while its file is unchanged.
+`capacity` bounds both: registering beyond it drops the least recently used voice from memory and disk."""
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
 
-from engine.models.qwen3_tts.prompt import Voice
 from engine.api.request import EngineInputError, VoiceRef
+from engine.api.voice_input import check_reference, check_voice_name, is_voice_name
+from engine.models.qwen3_tts.prompt import Voice
 from engine.models.qwen3_tts.voice_store import VoiceStore
 
 
@@ -15,6 +17,8 @@ class VoiceCache:
         self._lock = threading.Lock()
 
     def __contains__(self, name: str) -> bool:
+        if not is_voice_name(name):
+            return False
         if self.store is not None:
             return self.store.version(name) is not None
         with self._lock:
@@ -32,6 +36,8 @@ class VoiceCache:
             voice, cached = self._voices.get(name, (None, None))
             if voice is not None and cached == version:
                 self._voices.move_to_end(name)
+                if self.store is not None:
+                    self.store.touch(name)
                 return voice
             self._voices.pop(name, None)
         if version is None:
@@ -46,27 +52,20 @@ class VoiceCache:
             cached = self._voices.pop(name, None) is not None
         return self.store.delete(name) if self.store is not None else cached
 
-    def register(self, name: str, ref: VoiceRef, inbox) -> Future:
+    def register(self, name: str, ref: VoiceRef, background) -> Future:
+        """Computed by `background` (engine/core/background.py), never on the engine thread."""
         if self.model.cfg.model_type != "base":
             raise EngineInputError("invalid_request", "registering a cloned voice needs a Base model")
-        if not ref.x_vector_only and not (ref.text or "").strip():
-            raise EngineInputError("missing_reference", "ICL voice cloning needs the reference transcript")
-        future: Future = Future()
-        inbox.put(("voice", name, ref, future))
-        return future
+        check_voice_name(name)
+        check_reference(ref)
+        return background.submit(self._compute, name, ref)
 
-    def compute(self, name: str, ref: VoiceRef, future: Future) -> None:
-        if not future.set_running_or_notify_cancel():   # the caller gave up: setting it would raise
-            return
-        try:
-            voice = self.model.make_voice(ref)
-            if self.store is not None:
-                self.store.save(name, voice, ref.text)
-        except Exception as exc:
-            future.set_exception(exc)
-            return
+    def _compute(self, name: str, ref: VoiceRef) -> str:
+        voice = self.model.make_voice(ref)
+        if self.store is not None:
+            self.store.save(name, voice, ref.text)
         self._keep(name, voice, self.store.version(name) if self.store is not None else None)
-        future.set_result(name)
+        return name
 
     def _keep(self, name: str, voice: Voice, version: int | None) -> None:
         with self._lock:

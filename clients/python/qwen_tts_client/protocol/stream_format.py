@@ -19,7 +19,7 @@ class StreamFormat:
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> "StreamFormat":
         rate = query.get("sample_rate", "24000")
-        if not rate.isdigit() or int(rate) not in SAMPLE_RATES:
+        if rate not in [str(r) for r in SAMPLE_RATES]:         # not int(): '²' is a digit that int() refuses
             raise ProtocolError(INVALID_PARAMETER, f"sample_rate must be one of {SAMPLE_RATES}")
         fmt = cls(int(rate), query.get("encoding", "pcm_s16le"), query.get("audio_format", "binary"))
         if fmt.encoding not in ENCODINGS:

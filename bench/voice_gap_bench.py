@@ -1,0 +1,142 @@
+"""Voice registrations beside live streams, through the real `serve` (issue 33): a victim stream's largest gap between
+audio chunks alone and while registrations of every allowed extreme run, in turns, at several background loads.
+
+python3 bench/voice_gap_bench.py --serve "--dummy 1.7B-Base --max-frames 150 --max-active 64" --background 0 32 60
+
+Per level: --rounds rounds, each a victim alone then a victim beside registrations (one running, one waiting, all
+along). Prints one line a level; --out DIR gets voice_gap_bench.json (every gap, every registration's latency)."""
+import argparse
+import asyncio
+import base64
+import io
+import json
+import sys
+import time
+import wave
+from pathlib import Path
+
+import httpx
+import numpy as np
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]
+
+from bench.load_server import ServeProcess, device_name  # noqa: E402
+from engine.api import voice_input as limits  # noqa: E402
+from qwen_tts_client import protocol as p  # noqa: E402
+
+TEXT = ("The victim keeps on speaking, minding its own business, sentence after sentence, while other clients "
+        "register voices beside it. ") * 4
+
+
+def wav_b64(rate: int, seconds: float, channels: int = 1, width: int = 2) -> str:
+    frames = int(rate * seconds)
+    noise = np.random.default_rng(rate).integers(0, 255, frames * channels * width, dtype=np.uint8).tobytes()
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(channels), w.setsampwidth(width), w.setframerate(rate)
+        w.writeframes(noise)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def extremes() -> dict[str, dict]:
+    longest, transcript = limits.MAX_REFERENCE_S, "a" * limits.MAX_TRANSCRIPT_CHARS
+    return {"48k_stereo_60s_icl": dict(audio=wav_b64(48000, longest, channels=2), text=transcript),
+            "11k_60s_icl": dict(audio=wav_b64(11025, longest), text=transcript),
+            "8k_1s_xvec": dict(audio=wav_b64(8000, limits.MIN_REFERENCE_S, width=1), x_vector_only=True),
+            "44k_32bit_60s_xvec": dict(audio=wav_b64(44100, longest, width=4), x_vector_only=True)}
+
+
+async def speak(ws_url: str, context: str, voice: str) -> list[float]:
+    """One context's audio arrival times."""
+    async with websockets.connect(ws_url, max_size=None) as ws:
+        await ws.recv()
+        await ws.send(p.encode(p.Text(context, TEXT, voice=voice, seed=1)))
+        await ws.send(p.encode(p.End(context)))
+        arrivals = []
+        while True:
+            frame = await ws.recv()
+            if isinstance(frame, bytes):
+                arrivals.append(time.perf_counter())
+            elif p.ends_context(p.parse_server(frame)):
+                return arrivals
+
+
+async def background(ws_url: str, n: int, stop: asyncio.Event) -> None:
+    async def loop(k: int):
+        while not stop.is_set():
+            await speak(ws_url, f"bg{k}", "victim")
+    await asyncio.gather(*(loop(k) for k in range(n)))
+
+
+async def register_all_along(http: httpx.AsyncClient, bodies: dict, stop: asyncio.Event, latencies: dict) -> None:
+    """Two at a time (one computing, one waiting), cycling through the extremes."""
+    async def one(k: int):
+        while not stop.is_set():
+            kind = list(bodies)[k % len(bodies)]
+            t0 = time.perf_counter()
+            response = await http.post("/v1/voices", json={"name": f"bench{k % 3}", **bodies[kind]})
+            latencies.setdefault(kind, []).append((response.status_code, round(time.perf_counter() - t0, 3)))
+            k += 2
+    await asyncio.gather(one(0), one(1))
+
+
+def max_gap(arrivals: list[float]) -> float:
+    return round(float(np.diff(arrivals).max()), 4)
+
+
+async def level(url: str, n: int, rounds: int, bodies: dict) -> dict:
+    ws_url = url.replace("http", "ws", 1) + "/v1/tts/websocket"
+    stop_bg = asyncio.Event()
+    load = asyncio.create_task(background(ws_url, n, stop_bg))
+    alone, beside, latencies = [], [], {}
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        await speak(ws_url, "warm", "victim")
+        for _ in range(rounds):
+            alone.append(max_gap(await speak(ws_url, "victim", "victim")))
+            stop = asyncio.Event()
+            registering = asyncio.create_task(register_all_along(http, bodies, stop, latencies))
+            await asyncio.sleep(0.5)
+            beside.append(max_gap(await speak(ws_url, "victim", "victim")))
+            stop.set()
+            await registering
+    stop_bg.set()
+    await load
+    return dict(background=n, alone_max_gap_s=alone, beside_max_gap_s=beside,
+                ratio=round(float(np.median(beside)) / max(alone), 3), registrations=latencies)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = ap.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="a running Base-model server, http://host:port")
+    target.add_argument("--serve", metavar="ARGS", help="start `serve ARGS` itself")
+    ap.add_argument("--background", type=int, nargs="+", default=[0, 32, 60],
+                    help="other streams at once, a level each")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    out = args.out or Path(".")
+    out.mkdir(parents=True, exist_ok=True)
+    server = ServeProcess(args.serve, out / "serve.log") if args.serve else None
+    url = server.url if server else args.url
+    try:
+        if server:
+            server.wait_ready(1200)
+        bodies = extremes()
+        httpx.post(url + "/v1/voices", json={"name": "victim", **bodies["8k_1s_xvec"]}, timeout=600).raise_for_status()
+        results = []
+        for n in args.background:
+            results.append(asyncio.run(level(url, n, args.rounds, bodies)))
+            r = results[-1]
+            print(f"{n:4d} streams beside: victim's largest gap alone {r['alone_max_gap_s']} s, beside registrations "
+                  f"{r['beside_max_gap_s']} s (median / worst alone {r['ratio']})", flush=True)
+        (out / "voice_gap_bench.json").write_text(json.dumps(dict(device=device_name(), levels=results), indent=1))
+    finally:
+        if server:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Registrations never stall another client's stream: a victim's largest gap between chunks while registrations of
+every allowed extreme run beside it stays within 1.2x of its gap without them. Both are measured here, in turns, on
+whatever else loads the machine: the median of the rounds with registrations against the worst round without."""
+import threading
+
+import numpy as np
+import pytest
+
+from engine import Engine, EngineInputError, SamplingParams, SynthesisRequest, VoiceRef
+from engine.api import voice_input
+from engine.api.voice_input import read_reference_wav
+from wav_headers import wav_bytes
+
+ROUNDS, FRAMES = 3, 48
+
+
+def extreme(rate: int, seconds: float, channels: int = 1, width: int = 2, icl: bool = True) -> VoiceRef:
+    frames = int(rate * seconds)
+    noise = np.random.default_rng(rate).integers(0, 255, frames * channels * width, dtype=np.uint8).tobytes()
+    audio, rate = read_reference_wav(wav_bytes(rate, frames, channels, width, data=noise))
+    text = "a" * voice_input.MAX_TRANSCRIPT_CHARS if icl else None
+    return VoiceRef(audio, rate, text, x_vector_only=not icl)
+
+
+EXTREMES = [extreme(max(voice_input.REFERENCE_RATES), voice_input.MAX_REFERENCE_S, channels=2),
+            extreme(11025, voice_input.MAX_REFERENCE_S),                 # the largest resampling ratio
+            extreme(min(voice_input.REFERENCE_RATES), voice_input.MIN_REFERENCE_S, width=1, icl=False),
+            extreme(44100, voice_input.MAX_REFERENCE_S, width=4, icl=False)]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=2).start()
+    engine.register_voice("victim", EXTREMES[2]).result(60)
+    yield engine
+    engine.shutdown()
+
+
+def victim_gap(engine: Engine) -> float:
+    request = SynthesisRequest(text="The victim keeps on speaking, minding its own business.", voice="victim",
+                               max_frames=FRAMES, ignore_eos=True, chunk_frames=(4,), sampling=SamplingParams(seed=1))
+    sent = [chunk.sent_at for chunk in engine.submit(request).iter_blocking()]
+    assert len(sent) > 4
+    return float(np.diff(sent).max())
+
+
+def test_registrations_of_every_extreme_leave_a_stream_its_cadence(engine):
+    victim_gap(engine)                                    # warm-up
+    alone, beside = [], []
+    for _ in range(ROUNDS):
+        alone.append(victim_gap(engine))
+        stop, futures = threading.Event(), []
+
+        def register():                                   # one running, one waiting, all along
+            while not stop.is_set():
+                if sum(not f.done() for f in futures) < 2:
+                    try:
+                        futures.append(engine.register_voice(f"r{len(futures)}", EXTREMES[len(futures) % 4]))
+                    except EngineInputError:
+                        pass
+                stop.wait(0.01)
+
+        thread = threading.Thread(target=register)
+        thread.start()
+        while not any(f.running() for f in futures):
+            stop.wait(0.01)
+        beside.append(victim_gap(engine))
+        running_at_end = any(f.running() for f in futures)
+        stop.set()
+        thread.join()
+        assert running_at_end and all(f.result(300) for f in futures)
+    print(f"victim's largest gap: alone {alone}, beside registrations {beside}")
+    assert np.median(beside) <= 1.2 * max(alone), (alone, beside)
