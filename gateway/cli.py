@@ -14,16 +14,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def main(argv=None) -> int:
+def build_parser() -> tuple[Parser, dict[str, argparse.ArgumentParser]]:
     parser = Parser(prog="qwen-tts-gateway")
     sub = parser.add_subparsers(dest="command", required=True)
+    commands = {}
     for command in (synth, serve, align):
-        p = command.add_parser(sub)
+        p = commands[command.__name__.rsplit(".", 1)[-1]] = command.add_parser(sub)
         p.add_argument("--log-level", type=str.lower, choices=fatal.LOG_LEVELS,
                        default="info" if command is serve else "warning",
                        help="debug also prints the traceback of a fatal error (default: %(default)s)")
+    return parser, commands
+
+
+def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
+    args = build_parser()[0].parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
