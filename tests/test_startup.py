@@ -27,20 +27,36 @@ def assert_one_line(result: subprocess.CompletedProcess, *words: str) -> str:
     return last
 
 
-def test_a_second_serve_on_a_served_port_is_refused_and_the_first_says_where_it_listens(tmp_path):
-    first = ServeProcess("--dummy tiny --device cpu --workers 1", tmp_path / "first.log")
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    server = ServeProcess("--dummy tiny --device cpu --workers 1", log)
     try:
-        first.wait_ready(120)
-        t0 = time.monotonic()
-        second = cli("serve", "--dummy", "tiny-0.6B-Base", "--device", "cpu", "--port", str(first.port))
-        assert_one_line(second, f"port {first.port}", "already in use", "--port")
-        assert time.monotonic() - t0 < 60 and "starting the engine core" not in second.stderr    # refused before
-        deadline = time.monotonic() + 10                    # the announcement follows the first report (1 s)
-        while f"listening on {first.url}" not in (tmp_path / "first.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        server.wait_ready(120)
+        yield server, log
     finally:
-        first.stop()
-    assert f"listening on {first.url} (1 front ends, model dummy:tiny, 32 streams)" in (tmp_path / "first.log").read_text()
+        server.stop()
+
+
+def test_a_second_serve_on_a_served_port_is_refused_and_the_first_says_where_it_listens(served):
+    first, log = served
+    t0 = time.monotonic()
+    second = cli("serve", "--dummy", "tiny-0.6B-Base", "--device", "cpu", "--port", str(first.port))
+    assert_one_line(second, f"port {first.port}", "already in use", "--port")
+    assert time.monotonic() - t0 < 60 and "starting the engine core" not in second.stderr     # refused before
+    deadline = time.monotonic() + 10                    # the announcement follows the first report (1 s)
+    while f"listening on {first.url}" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert f"listening on {first.url} (1 front ends, model dummy:tiny, 32 streams)" in log.read_text()
+
+
+def test_the_example_client_says_why_a_barge_in_has_no_spoken_text(served, tmp_path):
+    server, _ = served
+    result = subprocess.run([sys.executable, "examples/ws_client.py", "--url", f"ws://127.0.0.1:{server.port}",
+                             "--barge-in-ms", "80", "--token-ms", "5", "--out", str(tmp_path / "cut.wav")],
+                            cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "spoken text: unknown (no word timestamps: the server has no --aligner" in result.stdout, result.stdout
 
 
 def test_serve_with_a_missing_model_says_so_in_one_line(tmp_path):
