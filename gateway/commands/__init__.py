@@ -25,6 +25,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--dummy", metavar="VARIANT", choices=dummy_variants(),
                      help="random weights of the real architecture: tiny (fast on a CPU), tiny-<variant> (its "
                           "layout, small) or a published variant; one of: %(choices)s")
+    add_device_args(p)
+
+
+def add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
     p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                    help="default: float32 on a CPU, bfloat16 on CUDA")

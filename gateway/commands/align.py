@@ -1,5 +1,5 @@
 """`qwen-tts-gateway align`: word timestamps of a recording and its transcript (Qwen3-ForcedAligner)."""
-from . import DefaultsShown
+from . import DefaultsShown, add_device_args
 
 
 def add_parser(sub):
@@ -13,9 +13,7 @@ def add_parser(sub):
     p.add_argument("--text", required=True, help="its transcript")
     p.add_argument("--language", default="auto", help="english, chinese, japanese, korean, ... (auto: by script)")
     p.add_argument("--json", action="store_true", help='print [{"word", "start", "end"}, ...] (seconds)')
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
-    p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                   help="default: float32 on a CPU, bfloat16 on CUDA")
+    add_device_args(p)
     return p
 
 
