@@ -39,6 +39,17 @@ def available_ram() -> int:
     return available
 
 
+def check_weights_fit(params: int, device: torch.device) -> None:
+    """Before loading: weights that cannot fit fail here in one line, not as an out-of-memory kill later."""
+    need = params * 4 + MARGIN                      # built in float32, then cast to the serving dtype
+    cuda = device.type == "cuda"
+    free = torch.cuda.mem_get_info(device)[0] if cuda else available_ram()
+    if need > free:
+        raise ModelLoadError(f"not enough memory to load the model: {need / GIB:.1f} GiB needed ({params / 1e9:.2f}B "
+                             f"parameters built in float32, and a margin), {free / GIB:.1f} GiB "
+                             f"{'free on the GPU' if cuda else 'of RAM available'}; free memory or pick a smaller variant")
+
+
 def kv_blocks_for_memory(runner, utilization: float, max_seqs: int) -> int:
     if runner.device.type == "cuda":
         graphs = int(GRAPH_FACTOR * runner.graph_bytes())
