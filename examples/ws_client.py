@@ -68,8 +68,10 @@ async def main(args) -> None:
                 print(f"done: {msg.audio_ms:.0f} ms of audio")
                 break
             elif isinstance(msg, p.Cancelled):
+                spoken = repr(msg.spoken_text) if msg.spoken_text is not None else (
+                    "unknown (no word timestamps: the server has no --aligner, or alignment was unavailable)")
                 print(f"cancelled: {msg.played_ms:.0f} ms played, {msg.generated_ms:.0f} ms generated, "
-                      f"spoken text: {msg.spoken_text!r}")
+                      f"spoken text: {spoken}")
                 del audio[int(msg.played_ms * args.rate / 1000) * 2:]         # keep what the listener heard
                 break
             elif isinstance(msg, p.Error):

@@ -7,6 +7,20 @@ import os
 import socket
 
 from .core import starts
+from .fatal import StartupError
+
+
+def refuse_taken(host: str, port: int) -> None:
+    """SO_REUSEPORT would let this server share a port another one listens on: a bind without it finds that one."""
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # a closed server's TIME_WAIT is no owner
+    try:
+        probe.bind((host, port))
+    except OSError as exc:
+        raise StartupError(f"port {port} on {host} is already in use ({exc.strerror}): stop the server that holds "
+                           f"it or pass another --port") from None
+    finally:
+        probe.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -9,6 +9,7 @@ from typing import Mapping
 from engine import REAL_CLOCK, Clock
 from qwen_tts_client import protocol as p
 
+from . import fatal
 from .core import EngineClient
 from .limits import Limits
 from .metrics import Metrics
@@ -43,6 +44,8 @@ class Gateway:
         self.open_contexts = 0
         self.reporter: asyncio.Task | None = None
         self.frontends: list = []            # serve's other front-end processes (frontends.py), stopped with this one
+        self.url: str | None = None          # serve's address, logged once every front end serves
+        self.failure: str | None = None      # why the engine core failed, in one line
 
     @property
     def ready(self) -> bool:
@@ -64,24 +67,29 @@ class Gateway:
         try:
             t0 = time.perf_counter()
             log.info("starting the engine core...")
-            self.engine.on_failure = self._failed
             await self.engine.start()
+            self.engine.on_failure = self._failed
             log.info("engine core ready in %.1fs: %s", time.perf_counter() - t0, self.engine.info["model"])
             self.status = "ready"
             self.reporter = asyncio.create_task(self._report())
-        except Exception:
+        except Exception as exc:
+            self.failure = fatal.log_failure(log, exc)
             self.status = "failed"
-            log.exception("engine start failed")
 
     async def _report(self) -> None:
+        announced = self.url is None
         while True:
             self.engine.send(("report", self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts)))
+            if not announced and self.serving and "max_active" in self.engine.stats:
+                announced = True
+                log.info("listening on %s (%d front ends, model %s, %d streams)", self.url, self.config.workers,
+                         self.engine.info["model"], self.engine.stats.get("max_active", 0))
             await asyncio.sleep(1.0)
 
     def _failed(self, reason: str) -> None:
         """The engine core died: its requests fail (`internal`), /health answers 503, and the server exits."""
         log.error("%s: the gateway stops", reason)
-        self.status = "failed"
+        self.failure, self.status = reason, "failed"
 
     def voices(self) -> list[str]:
         return list(self.engine.info["speakers"]) + self.engine.voice_names()

@@ -32,8 +32,9 @@ class Engine:
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
                  kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, max_voices: int = 64,
                  clock: Clock = REAL_CLOCK):
-        """kv_tokens_per_seq None: on CUDA the cache takes what `gpu_memory_utilization` leaves. `max_voices`: the
-        clone voices kept, in memory and in `voices_dir` alike (beyond: the least recently used is dropped)."""
+        """kv_tokens_per_seq None: the cache takes what `gpu_memory_utilization` leaves of the GPU (on a CPU: of the
+        RAM available, at most CPU_TOKENS_PER_SEQ a sequence). `max_voices`: the clone voices kept, in memory and in
+        `voices_dir` alike (beyond: the least recently used is dropped)."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -41,11 +42,11 @@ class Engine:
             torch.backends.cudnn.benchmark = True
         chosen = select(model.device, kernels)
         log.info("kernels: %s", chosen.describe())
-        by_memory = kv_tokens_per_seq is None and cuda
-        kv_blocks = None if by_memory else max_seqs * (kv_tokens_per_seq or 2048) // block_size
+        by_memory = kv_tokens_per_seq is None
+        kv_blocks = None if by_memory else max_seqs * kv_tokens_per_seq // block_size
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs, chosen.side_decode)
         if by_memory:
-            self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization))
+            self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization, max_seqs))
         if self.runner.predict_stage.use_graphs:
             reserved = torch.cuda.memory_reserved()
             self.runner.capture_all()

@@ -25,6 +25,12 @@ def load_checkpoint(module: torch.nn.Module, directory: Path, skip_prefixes: tup
 
 def default_device_dtype(device=None, dtype=None) -> tuple[torch.device, torch.dtype]:
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(
+            f"--device {device} but this torch ({torch.__version__}) has no CUDA build; install torch's CUDA build "
+            f"(README: Running on a GPU) or pass --device cpu" if torch.version.cuda is None else
+            f"--device {device} but CUDA sees no GPU (torch {torch.__version__}); check nvidia-smi and the driver, "
+            f"CUDA_VISIBLE_DEVICES, or pass --device cpu")
     if isinstance(dtype, str):
         dtype = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
                  "float16": torch.float16, "fp16": torch.float16}[dtype]

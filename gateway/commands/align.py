@@ -1,8 +1,10 @@
 """`qwen-tts-gateway align`: word timestamps of a recording and its transcript (Qwen3-ForcedAligner)."""
+from . import DefaultsShown, add_device_args
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("align", help="word timestamps of a recording and its transcript (Qwen3-ForcedAligner)")
+def add_parser(sub):
+    p = sub.add_parser("align", help="word timestamps of a recording and its transcript (Qwen3-ForcedAligner)",
+                       formatter_class=DefaultsShown)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", help="Qwen3-ForcedAligner-0.6B checkpoint directory or hub repo id")
     src.add_argument("--dummy", nargs="?", const="published", choices=("published", "tiny"),
@@ -11,8 +13,8 @@ def add_parser(sub) -> None:
     p.add_argument("--text", required=True, help="its transcript")
     p.add_argument("--language", default="auto", help="english, chinese, japanese, korean, ... (auto: by script)")
     p.add_argument("--json", action="store_true", help='print [{"word", "start", "end"}, ...] (seconds)')
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None)
+    add_device_args(p)
+    return p
 
 
 def run(args) -> int:

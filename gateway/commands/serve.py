@@ -2,14 +2,15 @@
 import os
 
 from .. import limits, voice_map
-from . import add_model_args
+from . import DefaultsShown, add_model_args
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("serve", help="run the streaming gateway: WebSocket protocol v1 and the HTTP API")
+def add_parser(sub):
+    p = sub.add_parser("serve", help="run the streaming gateway: WebSocket protocol v1 and the HTTP API",
+                       formatter_class=DefaultsShown)
     add_model_args(p)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on; serve refuses one already in use")
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY",
                    default=[k for k in os.environ.get("QWEN_TTS_GATEWAY_API_KEYS", "").split(",") if k],
                    help="accept this key (repeatable; also QWEN_TTS_GATEWAY_API_KEYS, comma-separated); none: no auth")
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
                                          "default: start a Ray of this process's own")
     p.add_argument("--proxies", type=int, default=1, help="with --replicas: proxy processes sharing the port")
     p.add_argument("--max-sockets", type=int, default=4096, help="open WebSockets; beyond it new ones close with 1013")
-    p.add_argument("--max-contexts-per-socket", type=int, default=16)
+    p.add_argument("--max-contexts-per-socket", type=int, default=16, help="open contexts on one WebSocket")
     p.add_argument("--max-active", type=int,
                    help="streams generating at once (the engine's batch size); beyond it new ones get `busy` "
                         "(default: 1024 on a GPU, 32 on a CPU)")
@@ -29,20 +30,20 @@ def add_parser(sub) -> None:
                    help="measured capacity: refuse new streams while an engine step takes longer than this "
                         "(default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off on a CPU)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
-                   help="share of the GPU's memory the engine core may take; the KV cache gets what the weights, "
-                        "graphs and aligner leave of it")
+                   help="share of the GPU's memory (on a CPU: of the RAM available at start-up) the engine core may "
+                        "take; the KV cache gets what the weights, graphs and aligner leave of it")
     p.add_argument("--kv-tokens-per-stream", type=int,
-                   help="a KV cache of max-active x this many tokens instead (default: by memory on a GPU, 2048 on "
-                        "a CPU); a stream beyond the free cache gets `busy`")
+                   help="a KV cache of max-active x this many tokens instead (default: by memory; on a CPU at most "
+                        "2048 a stream); a stream beyond the free cache gets `busy`")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
-    p.add_argument("--max-message-bytes", type=int, default=65536)
+    p.add_argument("--max-message-bytes", type=int, default=65536, help="largest WebSocket text message")
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
     p.add_argument("--max-frames", type=int, help="cap on every utterance, in 80 ms frames (default: by text length)")
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish closed text at shutdown")
     words = p.add_mutually_exclusive_group()
     words.add_argument("--aligner", metavar="DIR_OR_ID", help="Qwen3-ForcedAligner-0.6B checkpoint: word timestamps")
     words.add_argument("--dummy-aligner", nargs="?", const="published", choices=("published", "tiny"),
-                       help="random aligner weights (published config, or tiny)")
+                       help="random aligner weights: published (its config; the default) or tiny")
     p.add_argument("--aligner-timeout", type=float, default=5.0,
                    help="seconds an alignment may take before the context's word timestamps are given up")
     p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
@@ -54,21 +55,23 @@ def add_parser(sub) -> None:
     p.add_argument("--voice-map", type=voice_map.parse, default=voice_map.OPENAI_VOICES, metavar="ALIAS=VOICE,...",
                    help="OpenAI voice names for POST /v1/audio/speech, over the default table (docs/protocol.md)")
     limits.add_arguments(p)
-    p.add_argument("--log-level", default="info")
+    return p
 
 
 def run(args, argv: list[str]) -> int:
-    import logging
+    from engine import default_device_dtype
 
     from ..core import EngineSpec, starts
-    from ..frontends import listening_socket, share, start_frontends
+    from ..fatal import StartupError
+    from ..frontends import listening_socket, refuse_taken, share, start_frontends
     from ..server import GatewayServer, create_app, uvicorn_config
     from ..state import Gateway, GatewayConfig
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    refuse_taken(args.host, args.port)
     if args.replicas:
         from ..replicas.launch import run as run_replicas
         return run_replicas(args, argv)
+    default_device_dtype(args.device, args.dtype)           # a CUDA device this torch cannot use fails here, at once
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
@@ -84,6 +87,7 @@ def run(args, argv: list[str]) -> int:
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))
+    gateway.url = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     gateway.frontends = start_frontends(workers - 1, config, gateway.engine.address, args.host, args.port,
                                         args.log_level)
     server = GatewayServer(gateway, uvicorn_config(create_app(gateway), args.host, args.port, gateway, args.log_level))
@@ -91,4 +95,6 @@ def run(args, argv: list[str]) -> int:
         server.run(sockets=[listening_socket(args.host, args.port)])
     except KeyboardInterrupt:               # uvicorn re-raises the captured SIGINT once it has shut down gracefully
         pass
-    return 0 if gateway.status != "failed" else 1
+    if gateway.status == "failed":
+        raise StartupError(gateway.failure)
+    return 0

@@ -13,6 +13,7 @@ import zmq.asyncio
 from engine.api.handle import RequestHandle
 from engine.api.validate import Validator
 
+from .. import fatal
 from . import wire
 from .remote import RemoteAligner, VoiceNames
 
@@ -150,7 +151,8 @@ class EngineClient:
     def _exited(self) -> None:
         asyncio.get_running_loop().remove_reader(self.process.sentinel)
         self.process.join(1)
-        self._fail(f"the engine process exited (code {self.process.exitcode})")
+        said = wire.failure_path(self.address)
+        self._fail(said.read_text() if said.exists() else fatal.exited(self.process.exitcode))
 
     def _fail(self, reason: str) -> None:
         if self.failure:
@@ -165,7 +167,7 @@ class EngineClient:
         self.requests.clear()
         self.calls.clear()
         if not self.ready.done():
-            self.ready.set_exception(error)
+            self.ready.set_exception(fatal.StartupError(reason))
         if self.on_failure:
             self.on_failure(self.failure)
 
@@ -184,6 +186,6 @@ class EngineClient:
         self.reader.cancel()
         self.sock.close()
         self.ctx.term()
-        path = self.address.removeprefix("ipc://")
-        if os.path.exists(path):
-            os.unlink(path)
+        for path in (self.address.removeprefix("ipc://"), wire.failure_path(self.address)):
+            if os.path.exists(path):
+                os.unlink(path)

@@ -15,7 +15,7 @@ class EngineSpec:
     device: str | None = None
     dtype: str | None = None
     max_active: int | None = None                 # None: 1,024 on CUDA, 32 on the CPU
-    kv_tokens_per_stream: int | None = None       # None: by memory on CUDA (gpu_memory_utilization)
+    kv_tokens_per_stream: int | None = None       # None: by memory (gpu_memory_utilization; on a CPU of the RAM)
     gpu_memory_utilization: float = 0.9
     max_step_ms: float | None = None              # None: 64 on CUDA (80% of a frame), off on the CPU
     aligner: str | None = None
@@ -43,7 +43,8 @@ class EngineSpec:
         stats = engine.stats()
         log.info("engine %s loaded in %.1fs: %d streams at most, %d KV tokens (%s), max step %s ms",
                  engine.info["model"], time.perf_counter() - t0, max_active, stats["kv_tokens"],
-                 "given" if self.kv_tokens_per_stream or not cuda else f"{self.gpu_memory_utilization:g} of the GPU",
+                 "given" if self.kv_tokens_per_stream else
+                 f"{self.gpu_memory_utilization:g} of the {'GPU' if cuda else 'RAM available'}",
                  step_ms)
         return engine, warm_up(engine, aligner)
 

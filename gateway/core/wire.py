@@ -1,6 +1,7 @@
 """Messages between the front end and the engine core: lists of tuples, pickled once per batch."""
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine import EngineInputError
 
@@ -25,3 +26,8 @@ def dumps(messages: list) -> bytes:
 
 def loads(data: bytes) -> list:
     return pickle.loads(data)
+
+
+def failure_path(address: str) -> Path:
+    """Where an engine core that could not start leaves the one line saying why, beside its socket."""
+    return Path(address.removeprefix("ipc://")).with_name("failure")

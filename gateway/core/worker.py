@@ -10,6 +10,7 @@ from functools import partial
 
 import zmq
 
+from .. import fatal
 from . import wire
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -167,5 +168,10 @@ def run_engine_process(spec, address: str, log_level: str = "info") -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the gateway drains first, then stops the core itself
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s engine-core: %(message)s")
     parent = os.getppid()
-    engine, aligner = spec.build()
+    try:
+        engine, aligner = spec.build()
+    except Exception as exc:                          # the front end reports it, in one line
+        log.debug("the engine core could not start", exc_info=True)
+        wire.failure_path(address).write_text(fatal.one_line(exc))
+        raise SystemExit(1)
     EngineWorker(engine, aligner, address).serve(parent)

@@ -43,17 +43,18 @@ def resolve_model_dir(model: str) -> Path:
             raise ModelLoadError(f"{path} is not a Qwen3-TTS checkpoint directory "
                                  "(config.json and speech_tokenizer/config.json expected)")
         return path
-    if path.exists() or model.count("/") != 1:
+    if path.exists() or model.count("/") != 1 or model.startswith(("/", ".", "~")):
         raise ModelLoadError(f"model '{model}' is neither a checkpoint directory nor a hub repo id (owner/name); "
                              f"pass a downloaded checkpoint directory, or --dummy VARIANT for random weights")
     try:
         from huggingface_hub import snapshot_download
         return Path(snapshot_download(model))
     except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ModelLoadError(
-            f"model '{model}' is not a local directory and could not be fetched from the hub ({exc.__class__.__name__}: "
-            f"{exc}). Download it and pass its directory, or use --dummy VARIANT for random weights "
-            f"(variants: tiny, {', '.join(VARIANTS)}).") from None
+            f"model '{model}' is not a local directory and could not be fetched from the hub ({exc.__class__.__name__}"
+            f": {first}). Download it (`hf download {model} --local-dir DIR`) and pass --model DIR, or use --dummy "
+            f"VARIANT for random weights (variants: tiny, {', '.join(VARIANTS)}).") from None
 
 
 def dummy_configs(variant: str) -> tuple[dict, dict, dict]:

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from engine.api.request import VoiceRef
+from engine.core.memory import check_weights_fit
 from engine.models.base import AudioFormat, KVLayout
 from engine.models.qwen3_tts.checks import check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
@@ -87,6 +88,11 @@ def resample(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
     return resample_poly(audio, target // g, rate // g).astype(np.float32)
 
 
+def parameters(cfg: TTSConfig) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for module in (TTSModel(cfg), Codec(cfg.codec)) for p in module.parameters())
+
+
 def load_model(model: str | None = None, dummy: str | None = None, device=None, dtype=None,
                seed: int = 0) -> LoadedModel:
     device, dtype = default_device_dtype(device, dtype)
@@ -94,6 +100,7 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
         raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy (a variant)")
     if dummy is not None:
         cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
+        check_weights_fit(parameters(cfg), device)
         with torch.device(device):
             tts, codec = TTSModel(cfg), Codec(cfg.codec)
         seed_weights(tts, seed)
@@ -102,6 +109,7 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
     else:
         path = resolve_model_dir(model)
         cfg = TTSConfig.load(path)
+        check_weights_fit(parameters(cfg), torch.device("cpu"))         # built on the CPU, then moved
         tts, codec = TTSModel(cfg), Codec(cfg.codec)
         load_checkpoint(tts, path)
         load_checkpoint(codec, path / "speech_tokenizer")
