@@ -51,7 +51,7 @@ class LoadedModel(TalkerStages, RequestLayout):
         self.hidden_size, self.eos = t.hidden_size, c.codec_ids["eos"]
         self.text_eos, self.text_pad = c.text_ids["tts_eos"], c.text_ids["tts_pad"]
         self.builder = PromptBuilder(c, self.tts.talker)
-        self.role_ids = self.tokenizer.encode(self.text_prefix)
+        self.role_ids = self.tokenizer.encode_prompt(self.text_prefix)
 
     def voices(self, voices_dir: str | None) -> VoiceCache:
         return VoiceCache(self, store=VoiceStore.for_model(voices_dir, self.name) if voices_dir else None)
@@ -70,7 +70,7 @@ class LoadedModel(TalkerStages, RequestLayout):
         if ref.x_vector_only:
             return Voice(xvector=xvector)
         codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))
-        ids = self.tokenizer.encode(f"<|im_start|>assistant\n{ref.text}<|im_end|>\n")[3:-2]
+        ids = self.tokenizer.encode_prompt("<|im_start|>assistant\n", ref.text, "<|im_end|>\n")[3:-2]
         return Voice(xvector=xvector, ref_codes=codes, ref_text_ids=ids)
 
 
