@@ -9,7 +9,7 @@ from qwen_tts_client import protocol as p
 
 
 def text_tag(row: dict) -> str:
-    return ("words_" if row["word_timestamps"] else "") + row["text"]
+    return (f"{row['lang']}_" if row.get("lang") else "") + ("words_" if row["word_timestamps"] else "") + row["text"]
 
 
 def level_name(row: dict) -> str:
