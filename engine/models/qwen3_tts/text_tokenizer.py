@@ -2,6 +2,7 @@
 Client text is plain text: only the model's own prompt scaffolding (encode_prompt) yields control ids."""
 import json
 import re
+from collections import defaultdict
 import unicodedata
 from pathlib import Path
 
@@ -22,8 +23,10 @@ ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long co
 
 class TextTokenizer:
 
-    def __init__(self, plain: Tokenizer, control: Tokenizer, added_tokens: dict[str, int], exact: bool = False):
-        self._tok, self._control_tok = plain, control
+    def __init__(self, plain: Tokenizer, control: Tokenizer, added_tokens: dict[str, int], merges: dict,
+                 exact: bool = False):
+        self._tok, self._control_tok, self._merges = plain, control, merges
+        self._bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         self.special_ids = added_tokens
         self._control = re.compile("|".join(map(re.escape, sorted(added_tokens, key=len, reverse=True))))
         self.lookahead = None if exact else (CJK_LOOKAHEAD, ANY_LOOKAHEAD)
@@ -36,7 +39,11 @@ class TextTokenizer:
         added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
         plain, control = (cls._bpe(dir) for _ in range(2))
         control.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
-        return cls(plain, control, {t["content"]: int(i) for i, t in added}, exact)
+        merges = defaultdict(list)             # (left, the right's first byte) -> the rights: who may join a token
+        for line in (dir / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]:
+            left, right = line.split(" ")
+            merges[left, right[0]].append(right)
+        return cls(plain, control, {t["content"]: int(i) for i, t in added}, dict(merges), exact)
 
     @staticmethod
     def _bpe(dir: Path) -> Tokenizer:
@@ -93,7 +100,7 @@ class TextTokenizer:
         # `tokenizers` misplaces the end offset of NFC-composed characters
         ends = [start for start, _ in offsets[1:]] + [len(text)] * bool(ids)
         for i, end in enumerate(ends):
-            if self._ahead(text, end, limit) and offsets[i][1] == end:
+            if offsets[i][1] == end and self._ahead(text, end, limit, ids[i]):
                 count, cut = i + 1, end
             elif exact and not (i + 1 < len(ids) and words[i + 1] == words[i]):
                 fenced = end < len(text) and text[end] in " \t" and not text[end - 1].isspace()
@@ -101,12 +108,26 @@ class TextTokenizer:
                 count, cut = (i + 1, end) if exact else (count, cut)
         return ids, count, cut
 
-    def _ahead(self, text: str, end: int, limit: int) -> bool:
-        """A boundary inside a run, far enough behind its last character that the run's BPE has settled there."""
-        if self.lookahead is None or not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
+    def _ahead(self, text: str, end: int, limit: int, token: int) -> bool:
+        """A boundary inside a run that no later text can move (CJK), or far enough behind the run's last character
+        that its BPE has settled there (the lookahead)."""
+        if not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
             return False
-        cjk, other = self.lookahead
-        return end <= limit - (cjk if CJK.match(text[end - 1]) or CJK.match(text[end]) else other)
+        cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
+        if cjk and self._proven(text, end, token):
+            return True
+        return self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]
+
+    def _proven(self, text: str, end: int, token: int) -> bool:
+        """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
+        crosses the boundary. The last character is left out (a mark may yet compose with it)."""
+        after = text[end:-1]
+        if not after or not unicodedata.is_normalized("NFC", text[end:]):
+            return False
+        known = "".join(s for s, _ in self._bytes.pre_tokenize_str(after))
+        last = self._tok.id_to_token(token)
+        return not any(right.startswith(known) or known.startswith(right)
+                       for i in range(len(last)) for right in self._merges.get((last[i:], known[0]), ()))
 
     def _settled_end(self, text: str) -> tuple[int, int]:
         end = run = len(text)
