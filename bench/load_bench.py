@@ -45,9 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--stream-chars", type=int, default=4, help="streamed text: characters per piece")
     ap.add_argument("--stream-ms", type=float, default=15.0, help="streamed text: ms between pieces")
     ap.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=[None],
-                    help="levels per language: its texts (bench/languages.py) streamed as an LLM writes them, Chinese, "
-                         "Japanese and Korean 1-2 characters a piece, the others a word, every --piece-ms; the request's "
-                         "language is the text's unless --language (default: bench/workload.py's in --stream-chars)")
+                    help="levels per language: its texts (bench/languages.py) streamed as an LLM writes them, "
+                         "Chinese, Japanese and Korean 1-2 characters a piece, the others a word, every --piece-ms; "
+                         "the request's language is the text's unless --language (default: bench/workload.py's in "
+                         "--stream-chars)")
     ap.add_argument("--piece-ms", type=float, nargs=2, default=[20.0, 30.0], help="with --lang: ms between pieces, "
                     "uniform in [MIN, MAX]")
     ap.add_argument("--contexts-per-socket", type=int, default=1, help="concurrent contexts sharing one socket")

@@ -46,8 +46,8 @@ def measure(tokenizer, lang: str, n: int, seed: int) -> dict:
             differ.append(dict(text=text, streamed=[tokenizer.decode([i]) for i in ids[3:]],
                                whole=[tokenizer.decode([i]) for i in whole[3:]]))
     starts.sort()
-    return dict(sentences=len(starts), exact_share=round(exact / len(starts), 4), start_chars_p50=starts[len(starts) // 2],
-                start_chars_p90=starts[len(starts) * 9 // 10], start_chars_max=starts[-1], differences=differ)
+    return dict(sentences=len(starts), exact_share=round(exact / len(starts), 4),
+                start_chars_p50=starts[len(starts) // 2], start_chars_p90=starts[len(starts) * 9 // 10], start_chars_max=starts[-1], differences=differ)
 
 
 def main(argv=None) -> None:
@@ -61,7 +61,8 @@ def main(argv=None) -> None:
     report = {lang: measure(tokenizer, lang, args.sentences, args.seed) for lang in args.languages}
     for lang, row in report.items():
         print(f"{lang}: {row['sentences']} sentences, exact {row['exact_share']:.2%}, first id after "
-              f"{row['start_chars_p50']} characters (p50), {row['start_chars_p90']} (p90), {row['start_chars_max']} (max)")
+              f"{row['start_chars_p50']} characters (p50), {row['start_chars_p90']} (p90), "
+              f"{row['start_chars_max']} (max)")
     if args.out:
         Path(args.out).write_text(json.dumps(report, ensure_ascii=False, indent=1))
 

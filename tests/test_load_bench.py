@@ -67,5 +67,6 @@ def test_languages_stream_as_an_llm_writes_them(tmp_path):
     assert english == ["Hello", " there,", " friend."]
     report = load_bench(tmp_path, "--serve", SERVE, "--concurrency", "2", "--text", "streamed", "--lang", "zh", "en",
                         "--max-chars", "60")
-    assert [(row["name"], row["lang"]) for row in report["levels"]] == [("c2_zh_streamed", "zh"), ("c2_en_streamed", "en")]
+    assert [(row["name"], row["lang"]) for row in report["levels"]] == [("c2_zh_streamed", "zh"),
+                                                                       ("c2_en_streamed", "en")]
     assert {"zh_streamed_contexts_99", "en_streamed_contexts_99"} <= report["summary"].keys()

@@ -5,9 +5,10 @@ from engine.core.sequence import Sequence, Status
 
 class TextIntake:
     def __init__(self, tokenizer, prefix: str):
-        self.tokenizer, self.role_ids = tokenizer, len(tokenizer.encode_prompt(prefix))
+        self.tokenizer = tokenizer
         self.control_ids, plain = tokenizer.split_control(prefix)
         self.control_chars = len(prefix) - len(plain)
+        self.role_ids = len(self.control_ids) + len(tokenizer.encode(plain))
         self.changed: dict[int, Sequence] = {}
 
     def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:

@@ -65,7 +65,8 @@ class TextTokenizer:
         ids, plain = self.split_control(head)
         found = self._control.search(tail)
         t = found.start() if found else len(tail)
-        return ids + self.encode(plain + text + tail[:t]) + self._control_tok.encode(tail[t:], add_special_tokens=False).ids
+        closing = self._control_tok.encode(tail[t:], add_special_tokens=False).ids
+        return ids + self.encode(plain + text + tail[:t]) + closing
 
     def split_control(self, head: str) -> tuple[list[int], str]:
         """The ids of `head` up to its last control token, and the plain text after it."""
