@@ -110,20 +110,21 @@ class TextTokenizer:
         return ids, count, cut
 
     def _ahead(self, text: str, end: int, limit: int, token: int) -> bool:
-        """A boundary inside a run that no later text can move (CJK), or far enough behind the run's last character
-        that its BPE has settled there (the lookahead)."""
+        """A boundary inside a run far enough behind its last character that its BPE has settled there (the
+        lookahead), or (CJK) one no later text can move."""
         if not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
             return False
         cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
-        if cjk and self._proven(text, end, token):
+        if self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]:
             return True
-        return self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]
+        return bool(cjk) and self._proven(text, end, token)
 
     def _proven(self, text: str, end: int, token: int) -> bool:
         """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
-        crosses the boundary. The last character is left out (a mark may yet compose with it)."""
-        after = text[end:-1]
-        if not after or not unicodedata.is_normalized("NFC", text[end:]):
+        crosses the boundary. The last character is left out (a mark may yet compose with it); a few suffice."""
+        window = text[end:end + 9]
+        after = window[:-1]
+        if not after or not unicodedata.is_normalized("NFC", window):
             return False
         known = "".join(s for s, _ in self._bytes.pre_tokenize_str(after))
         last = self._tok.id_to_token(token)
