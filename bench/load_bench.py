@@ -24,6 +24,7 @@ from bench.load_client import ClientJob, run_client  # noqa: E402
 from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
+from bench.languages import LANGUAGES, texts as language_texts  # noqa: E402
 from bench.workload import workload  # noqa: E402
 from qwen_tts_client import protocol as p  # noqa: E402
 
@@ -46,6 +47,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--word-timestamps", nargs="+", choices=("off", "on"), default=["off"])
     ap.add_argument("--stream-chars", type=int, default=4, help="streamed text: characters per piece")
     ap.add_argument("--stream-ms", type=float, default=15.0, help="streamed text: ms between pieces")
+    ap.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=[None],
+                    help="levels per language: its texts (bench/languages.py) streamed as an LLM writes them, "
+                         "Chinese, Japanese and Korean 1-2 characters a piece, the others a word, every --piece-ms; "
+                         "the request's language is the text's unless --language (default: bench/workload.py's in "
+                         "--stream-chars)")
+    ap.add_argument("--piece-ms", type=float, nargs=2, default=[20.0, 30.0], help="with --lang: ms between pieces, "
+                    "uniform in [MIN, MAX]")
     ap.add_argument("--contexts-per-socket", type=int, default=1, help="concurrent contexts sharing one socket")
     ap.add_argument("--clients", type=int, default=max(1, (os.cpu_count() or 2) // 2), help="client processes")
     ap.add_argument("--duration", type=float, default=30.0, help="steady-state window, seconds")
@@ -72,21 +80,22 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def levels(args) -> list[dict]:
     loads = [("concurrency", c) for c in args.concurrency] + [("rate", r) for r in args.rate]
-    return [dict(mode=mode, value=value, text=text, text_layout=layout, word_timestamps=words == "on",
+    return [dict(mode=mode, value=value, text=text, text_layout=layout, word_timestamps=words == "on", lang=lang,
                  contexts_per_socket=args.contexts_per_socket)
-            for text in args.text for layout in args.text_layout for words in args.word_timestamps
-            for mode, value in loads]
+            for lang in args.lang for text in args.text for layout in args.text_layout
+            for words in args.word_timestamps for mode, value in loads]
 
 
 def client_jobs(args, level: dict, ws_url: str, texts: list[str]) -> list[ClientJob]:
     """The level's load split over the client processes (Poisson: a sum of Poisson processes is one)."""
     closed = level["mode"] == "concurrency"
     n = min(args.clients, level["value"]) if closed else args.clients
-    options = dict(voice=args.voice, language=args.language, instruct=args.instruct,
+    lang, streamed = level["lang"], level["text"] == "streamed"
+    options = dict(voice=args.voice, language=args.language or LANGUAGES.get(lang), instruct=args.instruct,
                    word_timestamps=level["word_timestamps"],
                    text_layout=None if level["text_layout"] == "auto" else level["text_layout"])
-    speech = Speech({k: v for k, v in options.items() if v is not None},
-                    args.stream_chars if level["text"] == "streamed" else 0, args.stream_ms, args.idle_timeout)
+    speech = Speech({k: v for k, v in options.items() if v is not None}, args.stream_chars if streamed else 0,
+                    args.stream_ms, args.idle_timeout, lang if streamed else None, tuple(args.piece_ms))
     share = [dict(concurrency=level["value"] // n + (i < level["value"] % n)) if closed else
              dict(rate=level["value"] / n) for i in range(n)]
     return [ClientJob(ws_url, {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {},
@@ -136,14 +145,15 @@ def main(argv=None) -> None:
             sys.exit(f"{http_url}/health is not 200: the server is not ready")
         query = urlencode(p.StreamFormat(args.sample_rate, args.encoding).to_query())
         ws_url = f"{'wss' if secure else 'ws'}://{target.netloc}/v1/tts/websocket?{query}"
-        texts = [text for text, _ in workload(1000, args.seed, args.min_chars, args.max_chars)]
+        texts = {lang: language_texts(lang, 1000, args.seed, args.min_chars, args.max_chars) if lang else
+                 [text for text, _ in workload(1000, args.seed, args.min_chars, args.max_chars)] for lang in args.lang}
         label = args.label or f"{device_name()} {info['model'].removeprefix('dummy:')}"
         report = dict(label=label, server=info, args=vars(args), levels=[], summary={})
         print(f"{label}: {args.serve or args.url}, {args.clients} client processes, window {args.duration:g} s "
               f"after {args.warmup:g} s", flush=True)
         with open(out / "contexts.jsonl", "w") as contexts:
             for level in levels(args):
-                results = run_level(client_jobs(args, level, ws_url, texts))
+                results = run_level(client_jobs(args, level, ws_url, texts[level["lang"]]))
                 row = level_row(level, results, args.duration)
                 print(level_line(row), flush=True)
                 contexts.writelines(json.dumps(c) + "\n" for c in context_rows(row["name"], results))

@@ -10,7 +10,7 @@ from qwen_tts_client import protocol as p
 
 def text_tag(row: dict) -> str:
     layout = row.get("text_layout", "auto")                 # a forced layout is tagged
-    tag = ("words_" if row["word_timestamps"] else "") + row["text"]
+    tag = (f"{row['lang']}_" if row.get("lang") else "") + ("words_" if row["word_timestamps"] else "") + row["text"]
     return tag if layout == "auto" else f"{tag}_{layout}_layout"
 
 

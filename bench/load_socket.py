@@ -1,12 +1,14 @@
 """One load-bench WebSocket: contexts multiplexed on it, each speaking one text (whole or streamed), recorded."""
 import asyncio
 import itertools
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 import websockets
 
+from bench.languages import pieces as language_pieces
 from bench.metrics import StreamRecord
 from qwen_tts_client import protocol as p
 
@@ -20,6 +22,17 @@ class Speech:
     stream_chars: int = 0    # 0: the whole text in one message
     stream_ms: float = 15.0
     idle_timeout: float = 60.0
+    lang: str | None = None  # streamed as an LLM writes this language (bench/languages.py), every piece_ms apart
+    piece_ms: tuple[float, float] = (20.0, 30.0)
+
+    def timed_pieces(self, text: str, rng: random.Random) -> list[tuple[float, str]]:
+        """(seconds after the first piece, piece)."""
+        if self.lang is None:
+            n = self.stream_chars or len(text)
+            return [(i * self.stream_ms / 1000, text[i * n:(i + 1) * n]) for i in range((len(text) + n - 1) // n)]
+        parts = language_pieces(text, self.lang, rng)
+        gaps = itertools.accumulate([0.0] + [rng.uniform(*self.piece_ms) / 1000 for _ in parts[1:]])
+        return list(zip(gaps, parts))
 
 
 @dataclass
@@ -84,15 +97,14 @@ class LoadSocket:
         return ctx
 
     async def speak(self, ctx: Context, text: str, speech: Speech) -> Context:
-        """Sends `text` whole in a message that ends the context, or in pieces of `stream_chars` every `stream_ms` as
-        an LLM streams it, then `end`; returns once the context has ended."""
-        n = speech.stream_chars or len(text)
-        pieces = [text[i:i + n] for i in range(0, len(text), n)]
+        """Sends `text` whole in a message that ends the context, or in timed pieces as an LLM streams it (Speech),
+        then `end`; returns once the context has ended."""
+        pieces = speech.timed_pieces(text, random.Random(f"{ctx.id}{text}"))
         try:
             ctx.record.submitted = start = time.perf_counter()
-            for i, piece in enumerate(pieces):
+            for i, (at, piece) in enumerate(pieces):
                 if i:
-                    await asyncio.sleep(start + i * speech.stream_ms / 1000 - time.perf_counter())
+                    await asyncio.sleep(start + at - time.perf_counter())
                 if ctx.ended.done():                     # refused or failed: the rest would only get errors
                     break
                 text_message = p.Text(ctx.id, piece, **speech.options, end=not speech.stream_chars) if i == 0 \

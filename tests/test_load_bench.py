@@ -1,11 +1,13 @@
 """The gateway load bench against the real `serve` on the tiny dummy engine, a few seconds per mode: every field is
 there, contexts complete and nothing but `busy` fails. No timing is asserted."""
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.load_server import ServeProcess
+from bench.load_socket import Speech
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = "--dummy tiny --device cpu --max-frames 8"
@@ -60,3 +62,19 @@ def test_poisson_whole_text_with_word_timestamps(tmp_path):
     assert (row["mode"], row["value"], row["text"], row["word_timestamps"]) == ("rate", 4, "whole", True)
     assert row["words"] > 0 and {"word_lead_p50_s", "word_lead_p1_s", "word_lead_min_s"} <= row.keys()
     assert {"poisson4_words_whole_ttfa_p95_ms", "poisson4_words_whole_fully_viable"} <= report["summary"].keys()
+
+
+def test_languages_stream_as_an_llm_writes_them(tmp_path):
+    """Chinese 1-2 characters a piece, English a word, 20-30 ms apart; a level per language, tagged with it."""
+    speech = Speech({}, lang="zh")
+    timed = speech.timed_pieces("您好，您订购的iPhone 15已经发货了。", random.Random(0))
+    assert {len(piece) for _, piece in timed} == {1, 2} and "".join(piece for _, piece in timed).startswith("您好")
+    gaps = [b - a for (a, _), (b, _) in zip(timed, timed[1:])]
+    assert min(gaps) >= 0.020 and max(gaps) <= 0.030
+    english = [piece for _, piece in Speech({}, lang="en").timed_pieces("Hello there, friend.", random.Random(0))]
+    assert english == ["Hello", " there,", " friend."]
+    report = load_bench(tmp_path, "--serve", SERVE, "--concurrency", "2", "--text", "streamed", "--lang", "zh", "en",
+                        "--max-chars", "60")
+    assert [(row["name"], row["lang"]) for row in report["levels"]] == [("c2_zh_streamed", "zh"),
+                                                                       ("c2_en_streamed", "en")]
+    assert {"zh_streamed_contexts_99", "en_streamed_contexts_99"} <= report["summary"].keys()

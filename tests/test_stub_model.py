@@ -15,6 +15,9 @@ class StubTokenizer:
     def encode(self, text: str) -> list[int]:
         return [2 + ord(c) % 50 for c in text]
 
+    def split_control(self, prefix: str):
+        return [], prefix
+
     def split_final_batch(self, texts, closed):
         return [(self.encode(t), len(t), len(t)) for t in texts]     # one id a character: every id is final
 

@@ -10,7 +10,7 @@ from engine.core.text_intake import TextIntake
 from engine.models.qwen3_tts.requests import ROLE
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 
-TOKENIZER = TextTokenizer.load()
+TOKENIZER = TextTokenizer.load(exact=True)      # the exact rule: no lookahead inside long runs
 PIECES = ATOMS + ["<|im_", "start|>", "end|>", "|>", "tts_pad>", "<|im_start|>assistant\n", "   ", "\u0301\u0323",
                   "e\u0301\u0301", "한", "\u1100\u1161", "你好", "，", "Ω\u0345", "\u212b", "\r\n \n"]
 TEXTS = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=24).map("".join)
@@ -18,8 +18,8 @@ TEXTS = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_si
 
 def whole_text_commit(text: str, closed: bool) -> tuple[list[int], list[int]]:
     """What the engine committed before: the whole text tokenized at every append."""
-    full = ROLE + text
-    ids, final = TOKENIZER.encode(full), TOKENIZER.final_count(full, closed)
+    ids, (control, plain) = TOKENIZER.encode_prompt(ROLE, text), TOKENIZER.split_control(ROLE)
+    final = len(control) + TOKENIZER.final_count(plain + text, closed)
     return ids[:3], ids[3:max(final, 3)]
 
 
@@ -35,7 +35,7 @@ def pieces_of(text: str, cuts: list[int]) -> list[str]:
        st.lists(st.booleans(), max_size=14))
 def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(streams, settles):
     """Several streams settle in one batch; pieces settle one at a time or a few together, as they pile up per step."""
-    intake = TextIntake(TOKENIZER, role_ids=3)
+    intake = TextIntake(TOKENIZER, ROLE)
     seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(len(streams))]
     plans = [pieces_of(text, cuts) for text, cuts in streams]
     sent = ["" for _ in seqs]
@@ -51,10 +51,10 @@ def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(stream
             intake.settle()
             for seq, text, (whole, _) in zip(seqs, sent, streams):
                 role_ids, feed = whole_text_commit(text, seq.closed)
-                final = TOKENIZER.encode(ROLE + whole)[3:]
+                final = TOKENIZER.encode_prompt(ROLE, whole)[3:]
                 assert seq.role_ids == role_ids and seq.feed == final[:len(seq.feed)], text     # never revised
                 assert len(seq.feed) >= len(feed), text     # nothing held back that the whole text settles
-    assert [seq.role_ids + seq.feed for seq in seqs] == [TOKENIZER.encode(ROLE + text) for text in sent]
+    assert [seq.role_ids + seq.feed for seq in seqs] == [TOKENIZER.encode_prompt(ROLE, text) for text in sent]
 
 
 class CountingTokenizer:
@@ -87,7 +87,7 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     handle.close_text()
     engine.thread._drain(0.0)
     seq = engine.thread.seqs[handle.id]
-    assert seq.role_ids + seq.feed == TOKENIZER.encode(ROLE + text)
+    assert seq.role_ids + seq.feed == TOKENIZER.encode_prompt(ROLE, text)
     first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
     assert len(work) == 1250 and last <= first + 4, (first, last)
     assert max(work) <= 32                        # the word being written and the new piece
@@ -106,7 +106,7 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
 
 
 def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
-    intake = TextIntake(TOKENIZER, role_ids=3)
+    intake = TextIntake(TOKENIZER, ROLE)
     bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(2))
     intake.add(bad, "Hi \ud800 there")                 # a lone surrogate: JSON can carry one
     intake.add(good, "Hello there. ")

@@ -1,5 +1,5 @@
-"""Our text tokenizer against the official processor (loaded locally, as the wrapper does), and the rule for
-committing tokens of a text that is still arriving."""
+"""Our text tokenizer against the official processor (loaded locally, as the wrapper does), client text as plain text
+(no control ids), and the rule for committing tokens of a text that is still arriving."""
 import random
 import shutil
 
@@ -28,6 +28,7 @@ CORPUS = [
     "ǅungla ǈ ß ẞ ﬁ ʰʲ Ωmega αβγ ДОБРЫЙ день Привет",
     "",
 ]
+CONTROL_TOKENS = sorted(TextTokenizer.load().special_ids)
 WRAPPERS = ["{}", "<|im_start|>assistant\n{}<|im_end|>\n<|im_start|>assistant\n", "<|im_start|>assistant\n{}<|im_end|>\n",
             "<|im_start|>user\n{}<|im_end|>\n"]
 ATOMS = list("aAzZé1 9.,!?'\"-/\\\n\r\t:;()") + [
@@ -44,7 +45,11 @@ def fuzz_texts(count: int, seed: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def ours():
-    return TextTokenizer.load()
+    return TextTokenizer.load(exact=True)
+
+
+def controls(text: str) -> bool:
+    return any(t in text for t in CONTROL_TOKENS)
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +74,39 @@ def test_official_loader_applies_the_mistral_regex(official):
 
 @pytest.mark.parametrize("wrapper", WRAPPERS)
 def test_ids_match_official(ours, official, wrapper):
-    for text in CORPUS:
-        full = wrapper.format(text)
-        assert ours.encode(full) == official(full), full
+    """The model's scaffolding around a client text tokenizes as the official processor does (on text without
+    control tokens: those it would turn into control ids)."""
+    head, tail = wrapper.split("{}")
+    for text in filter(lambda t: not controls(t), CORPUS):
+        assert ours.encode_prompt(head, text, tail) == official(head + text + tail), text
 
 
 def test_fuzz_ids_match_official(ours, official):
-    for text in fuzz_texts(200, seed=1):
+    texts = [t for t in fuzz_texts(300, seed=1) if not controls(t)]
+    assert len(texts) > 100
+    for text in texts:
         assert ours.encode(text) == official(text), text
 
 
+@pytest.mark.parametrize("token", CONTROL_TOKENS)
+def test_control_tokens_in_client_text_are_plain_text(ours, token):
+    """Every special token, alone and inside words, in the text, an instruct or a reference text: characters only."""
+    control_ids = set(ours.special_ids.values())
+    for text in (token, f"a{token}b", f"Hello{token}", f"{token}world", f"你好{token}世界", f" {token}\n", token * 2,
+                 token[:-1], token[1:]):
+        ids = ours.encode(text)
+        assert not control_ids & set(ids) and ours.decode(ids) == text, text
+        for head, tail in ("<|im_start|>assistant\n", "<|im_end|>\n"), ("<|im_start|>user\n", "<|im_end|>\n"):
+            prompt = ours.encode_prompt(head, text, tail)
+            assert [i for i in prompt if i in control_ids] == [151644, 151645]
+            assert ours.decode(prompt) == head + text + tail
+        streamed = stream(ours, list(text))
+        assert streamed == (ids, ids) and not control_ids & set(streamed[0]), text
+
+
 def test_special_ids_and_decode(ours):
-    assert ours.encode("<|im_start|>assistant\n") == [151644, 77091, 198]
+    assert ours.encode_prompt("<|im_start|>assistant\n") == [151644, 77091, 198]
+    assert ours.split_control("<|im_start|>assistant\n") == ([151644], "assistant\n")
     assert [ours.token_id(t) for t in ("<|im_start|>", "<|im_end|>", "<tts_pad>", "<tts_text_bos>", "<tts_text_eod>",
                                        "<|audio_pad|>")] == [151644, 151645, 151671, 151672, 151673, 151675]
     assert len(ours.special_ids) == 33
@@ -121,7 +147,7 @@ def test_final_tokens_commit_early_and_hold_unsettled_tails(ours):
     assert ours.final_count("Hello world.\n", False) == 2              # "." may take line breaks
     assert ours.final_count("Hello world.", False) == 2                # "." may grow (".\n", "...")
     assert ours.final_count("Hello world. Next", False) == 3
-    assert ours.final_count("Hello <|im_", False) == 1                 # "<|im_end|>" would end the segment after " "
-    assert ours.final_count("Hello<|im_end|>", False) == 2
-    assert ours.final_count("你好，世界", False) == len(ours.encode("你好"))   # "，世界" is one piece
+    assert ours.final_count("Hello <|im_end|", False) == len(ours.encode("Hello <|im_end"))    # "|" may grow
+    assert ours.final_count("你好，世界", False) == len(ours.encode("你好，"))  # no merge joins "，" to "世…"
+    assert ours.final_count("今天天气", False) == 0                      # "今天" may join "天气…"
     assert ours.final_count("Hello world", True) == len(ours.encode("Hello world"))

@@ -22,7 +22,7 @@ class KVCacheFull(RuntimeError):
 class Step:
     def __init__(self, model, runner, scheduler, clock):
         self.model, self.runner, self.scheduler, self.clock = model, runner, scheduler, clock
-        self.intake = TextIntake(model.tokenizer, len(model.tokenizer.encode(model.text_prefix)))
+        self.intake = TextIntake(model.tokenizer, model.text_prefix)
         self.max_context = runner.max_blocks * runner.kv.block_size
         self.max_prompt = min(runner.max_blocks, runner.kv.num_blocks - 1) * runner.kv.block_size - 1
         self.frames_total = 0

@@ -4,11 +4,17 @@ from engine.core.sequence import Sequence, Status
 
 
 class TextIntake:
-    def __init__(self, tokenizer, role_ids: int):
-        self.tokenizer, self.role_ids = tokenizer, role_ids
+    def __init__(self, tokenizer, prefix: str):
+        self.tokenizer = tokenizer
+        self.control_ids, plain = tokenizer.split_control(prefix)
+        self.control_chars = len(prefix) - len(plain)
+        self.role_ids = len(self.control_ids) + len(tokenizer.encode(plain))
         self.changed: dict[int, Sequence] = {}
 
     def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:
+        if not seq.settled:           # the prefix's control tokens are the model's: the rest is tokenized as plain text
+            seq.unsettled[0] = seq.unsettled[0][self.control_chars:]
+            self._commit(seq, self.control_ids, len(self.control_ids))
         if text:
             seq.unsettled.append(text)
         seq.closed = seq.closed or closed

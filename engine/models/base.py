@@ -50,7 +50,7 @@ class Model(Protocol):
     device: torch.device
     dtype: torch.dtype
     cfg: object
-    tokenizer: object
+    tokenizer: object           # encode, split_control (the prefix's control ids), split_final_batch
     audio: AudioFormat
     kv_layout: KVLayout
     hidden_size: int

@@ -52,7 +52,7 @@ class LoadedModel(TalkerStages, RequestLayout):
         self.hidden_size, self.eos = t.hidden_size, c.codec_ids["eos"]
         self.text_eos, self.text_pad = c.text_ids["tts_eos"], c.text_ids["tts_pad"]
         self.builder = PromptBuilder(c, self.tts.talker)
-        self.role_ids = self.tokenizer.encode(self.text_prefix)
+        self.role_ids = self.tokenizer.encode_prompt(self.text_prefix)
 
     def voices(self, voices_dir: str | None, capacity: int) -> VoiceCache:
         store = VoiceStore.for_model(voices_dir, self.name, capacity) if voices_dir else None
@@ -72,7 +72,7 @@ class LoadedModel(TalkerStages, RequestLayout):
         codes, ids = None, None
         if not ref.x_vector_only:
             codes = self.codec.encoder.encode(torch.from_numpy(audio).to(self.device))
-            ids = self.tokenizer.encode(f"<|im_start|>assistant\n{ref.text}<|im_end|>\n")[3:-2]
+            ids = self.tokenizer.encode_prompt("<|im_start|>assistant\n", ref.text, "<|im_end|>\n")[3:-2]
         if self.device.type == "cuda":
             torch.cuda.current_stream().synchronize()    # made on a side stream: done before the engine's reads it
         return Voice(xvector=xvector, ref_codes=codes, ref_text_ids=ids)

@@ -31,7 +31,7 @@ class RequestLayout:
         else:
             voice = Voice()
         if r.instruct:
-            instruct_ids = self.tokenizer.encode(f"<|im_start|>user\n{r.instruct}<|im_end|>\n")
+            instruct_ids = self.tokenizer.encode_prompt("<|im_start|>user\n", r.instruct, "<|im_end|>\n")
         seq.conditioning = c = Conditioning(voice, self.builder.language_id((r.language or "auto").lower(), speaker),
                                             instruct_ids)
         if voice.ref_codes is not None:

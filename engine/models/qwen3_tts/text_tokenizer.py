@@ -1,6 +1,8 @@
-"""Qwen2 byte-level BPE as the reference processor tokenizes, with the Mistral split regex fix_mistral_regex selects."""
+"""Qwen2 byte-level BPE as the reference processor tokenizes, with the Mistral split regex fix_mistral_regex selects.
+Client text is plain text: only the model's own prompt scaffolding (encode_prompt) yields control ids."""
 import json
 import re
+from collections import defaultdict
 import unicodedata
 from pathlib import Path
 
@@ -12,21 +14,39 @@ SPLIT_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}
                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
                r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 WORD_HEAD = {"Lu", "Lt", "Lm", "Lo", "Mn", "Mc", "Me"}
+# Hangul jamo, CJK punctuation, kana, Hangul compatibility jamo, ideographs, Hangul syllables, full/half-width forms
+CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+                 "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
+CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
+ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
 
 
 class TextTokenizer:
 
-    def __init__(self, tokenizer: Tokenizer, added_tokens: dict[str, int]):
-        self._tok = tokenizer
+    def __init__(self, plain: Tokenizer, control: Tokenizer, added_tokens: dict[str, int], merges: dict,
+                 exact: bool = False):
+        self._tok, self._control_tok, self._merges = plain, control, merges
+        self._bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
         self.special_ids = added_tokens
-        self._added_ids = set(added_tokens.values())
-        self._added_prefixes = {t[:i] for t in added_tokens for i in range(1, len(t))}
-        self._longest_added = max(map(len, added_tokens))
-        self._added_head = re.compile("[" + re.escape("".join({t[0] for t in added_tokens})) + "]")
+        self._control = re.compile("|".join(map(re.escape, sorted(added_tokens, key=len, reverse=True))))
+        self.lookahead = None if exact else (CJK_LOOKAHEAD, ANY_LOOKAHEAD)
 
     @classmethod
-    def load(cls, dir: str | Path | None = None) -> "TextTokenizer":
+    def load(cls, dir: str | Path | None = None, exact: bool = False) -> "TextTokenizer":
+        """`exact`: settle only ids no later text can change (no lookahead inside long runs)."""
         dir = Path(dir) if dir is not None else ASSETS / "tokenizer"
+        config = json.loads((dir / "tokenizer_config.json").read_text())
+        added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
+        plain, control = (cls._bpe(dir) for _ in range(2))
+        control.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
+        merges = defaultdict(list)             # (left, the right's first byte) -> the rights: who may join a token
+        for line in (dir / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]:
+            left, right = line.split(" ")
+            merges[left, right[0]].append(right)
+        return cls(plain, control, {t["content"]: int(i) for i, t in added}, dict(merges), exact)
+
+    @staticmethod
+    def _bpe(dir: Path) -> Tokenizer:
         tok = Tokenizer(models.BPE.from_file(str(dir / "vocab.json"), str(dir / "merges.txt")))
         tok.normalizer = normalizers.NFC()
         tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -34,16 +54,27 @@ class TextTokenizer:
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ])
         tok.decoder = decoders.ByteLevel()
-        config = json.loads((dir / "tokenizer_config.json").read_text())
-        added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
-        tok.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
-        return cls(tok, {t["content"]: int(i) for i, t in added})
+        return tok
 
     def encode(self, text: str) -> list[int]:
+        """Plain text: `<|im_end|>` in a client's text is eight characters, never a control id."""
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def encode_prompt(self, head: str, text: str = "", tail: str = "") -> list[int]:
+        """The model's scaffolding `head` and `tail` keep their control tokens; the client's `text` between is plain."""
+        ids, plain = self.split_control(head)
+        found = self._control.search(tail)
+        t = found.start() if found else len(tail)
+        closing = self._control_tok.encode(tail[t:], add_special_tokens=False).ids
+        return ids + self.encode(plain + text + tail[:t]) + closing
+
+    def split_control(self, head: str) -> tuple[list[int], str]:
+        """The ids of `head` up to its last control token, and the plain text after it."""
+        h = max((m.end() for m in self._control.finditer(head)), default=0)
+        return self._control_tok.encode(head[:h], add_special_tokens=False).ids, head[h:]
+
     def decode(self, ids) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=False)
+        return self._control_tok.decode(list(ids), skip_special_tokens=False)
 
     def token_id(self, token: str) -> int:
         return self.special_ids[token]
@@ -52,7 +83,7 @@ class TextTokenizer:
         return len(self.split_final(text, closed)[0])
 
     def split_final(self, text: str, closed: bool) -> tuple[list[int], int]:
-        """For any appended s: encode(text + s) == ids + encode(text[n:] + s)."""
+        """For any appended s: encode(text + s) == ids + encode(text[n:] + s) (exact; else see `_ahead`)."""
         ids, count, cut = self._split(self._tok.encode(text, add_special_tokens=False), text, closed)
         return ids[:count], cut
 
@@ -65,28 +96,45 @@ class TextTokenizer:
         ids = enc.ids
         if closed:
             return ids, len(ids), len(text)
-        limit, run, head = self._settled_end(text)
-        words, count, cut = enc.word_ids, 0, 0
+        limit, run = self._settled_end(text)
+        words, offsets, count, cut, exact = enc.word_ids, enc.offsets, 0, 0, True
         # `tokenizers` misplaces the end offset of NFC-composed characters
-        ends = [start for start, _ in enc.offsets[1:]] + [len(text)] * bool(ids)
+        ends = [start for start, _ in offsets[1:]] + [len(text)] * bool(ids)
         for i, end in enumerate(ends):
-            if i + 1 < len(ids) and words[i + 1] == words[i]:
-                continue
-            fenced = end < head and text[end] in " \t" and not text[end - 1].isspace()
-            if not (end < limit and end <= run or end == limit and ids[i] in self._added_ids or fenced):
-                break
-            count, cut = i + 1, end
+            if offsets[i][1] == end and self._ahead(text, end, limit, ids[i]):
+                count, cut = i + 1, end
+            elif exact and not (i + 1 < len(ids) and words[i + 1] == words[i]):
+                fenced = end < len(text) and text[end] in " \t" and not text[end - 1].isspace()
+                exact = end < limit and end <= run or fenced
+                count, cut = (i + 1, end) if exact else (count, cut)
         return ids, count, cut
 
-    def _settled_end(self, text: str) -> tuple[int, int, int]:
-        head = self._added_head.search(text, max(0, len(text) - self._longest_added))
-        while head and text[head.start():] not in self._added_prefixes:
-            head = self._added_head.search(text, head.start() + 1)
-        end = head.start() if head else len(text)
-        run = end
+    def _ahead(self, text: str, end: int, limit: int, token: int) -> bool:
+        """A boundary inside a run far enough behind its last character that its BPE has settled there (the
+        lookahead), or (CJK) one no later text can move."""
+        if not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
+            return False
+        cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
+        if self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]:
+            return True
+        return bool(cjk) and self._proven(text, end, token)
+
+    def _proven(self, text: str, end: int, token: int) -> bool:
+        """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
+        crosses the boundary. The last character is left out (a mark may yet compose with it); a few suffice."""
+        window = text[end:end + 9]
+        after = window[:-1]
+        if not after or not unicodedata.is_normalized("NFC", window):
+            return False
+        known = "".join(s for s, _ in self._bytes.pre_tokenize_str(after))
+        last = self._tok.id_to_token(token)
+        return not any(right.startswith(known) or known.startswith(right)
+                       for i in range(len(last)) for right in self._merges.get((last[i:], known[0]), ()))
+
+    def _settled_end(self, text: str) -> tuple[int, int]:
+        end = run = len(text)
         while run and unicodedata.category(text[run - 1]) in WORD_HEAD:
             run -= 1
-        head = end
         while end and text[end - 1].isspace():
             end -= 1
-        return end, run, head
+        return end, run

@@ -1,0 +1,90 @@
+"""Streamed text in the ten languages the model speaks, through the engine's text intake with the real tokenizer:
+scripts without spaces settle their ids a few characters behind the text (not at the next punctuation), a run with
+no boundary at all is bounded, and what is fed is the whole text's tokenization (or, where the lookahead guessed,
+the same characters segmented otherwise)."""
+import random
+
+import pytest
+
+from bench.languages import LANGUAGES, pieces, sentences
+from bench.stream_exactness import stream
+from engine.api.request import SynthesisRequest
+from engine.core.sequence import Sequence
+from engine.core.text_intake import TextIntake
+from engine.models.qwen3_tts.requests import ROLE
+from engine.models.qwen3_tts.text_tokenizer import ANY_LOOKAHEAD, CJK_LOOKAHEAD, TextTokenizer
+
+TOKENIZER = TextTokenizer.load()
+UNPUNCTUATED = {                    # one clause, no punctuation, no spaces where the script has none
+    "zh": "今天天气很好我们一起去公园散步然后在湖边的咖啡馆喝杯咖啡聊聊最近的工作和生活",
+    "ja": "今日はとても良い天気なので公園を散歩してから湖のそばのカフェでコーヒーを飲みましょう",
+    "ko": "오늘은날씨가정말좋아서공원을산책한다음호숫가카페에서커피를마시면서이야기를나눠요",
+}
+NO_BOUNDARY = {                     # a run of letters of each script with no space, digit or mark in it
+    "en": "supercalifragilisticexpialidocious" * 4, "de": "Donaudampfschifffahrtsgesellschaftskapitän" * 3,
+    "fr": "anticonstitutionnellement" * 5, "ru": "превысокомногорассмотрительствующий" * 4,
+    "pt": "pneumoultramicroscopicossilicovulcanoconiótico" * 3, "es": "electroencefalografistas" * 5,
+    "it": "precipitevolissimevolmente" * 5, **UNPUNCTUATED,
+}
+
+
+def intake_steps(text: str, parts: list[str]):
+    """After each part: (characters sent, characters settled, ids fed)."""
+    intake = TextIntake(TOKENIZER, ROLE)
+    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
+    intake.add(seq)
+    sent = 0
+    for part in parts:
+        intake.add(seq, part)
+        intake.settle()
+        sent += len(part)
+        yield sent, sent - len("".join(seq.unsettled)), list(seq.feed)
+
+
+@pytest.mark.parametrize("lang", sorted(UNPUNCTUATED))
+def test_chinese_japanese_korean_start_within_six_characters_without_punctuation(lang):
+    text = UNPUNCTUATED[lang]
+    steps = list(intake_steps(text, list(text)))
+    start = next(sent for sent, _, fed in steps if fed)
+    first = len(TOKENIZER.decode(TOKENIZER.encode(text)[:1]))
+    assert start <= min(6, first + CJK_LOOKAHEAD), (lang, start)
+    assert all(sent - settled <= CJK_LOOKAHEAD + 4 for sent, settled, _ in steps), lang   # the longest token behind
+
+
+@pytest.mark.parametrize("lang", sorted(NO_BOUNDARY))
+def test_a_run_with_no_boundary_settles_a_bounded_distance_behind(lang):
+    text = NO_BOUNDARY[lang]
+    steps = list(intake_steps(text, list(text)))
+    bound = (CJK_LOOKAHEAD if lang in UNPUNCTUATED else ANY_LOOKAHEAD) + 12
+    assert max(sent - settled for sent, settled, _ in steps) <= bound, lang
+    assert TOKENIZER.decode(steps[-1][2]) == text[:steps[-1][1]]
+
+
+@pytest.mark.parametrize("lang", sorted(LANGUAGES))
+def test_streamed_ids_are_the_whole_texts_or_the_same_characters(lang):
+    """1-2 characters a piece (Chinese, Japanese, Korean) or a word: at least 99% exactly the whole text's ids;
+    the rest the same characters (bench/stream_exactness.py measures 1,000 sentences a language)."""
+    rng, texts = random.Random(1), sentences(lang, 300, seed=1)
+    exact, starts = 0, []
+    for text in texts:
+        ids, start = stream(TOKENIZER, TextIntake(TOKENIZER, ROLE), pieces(text, lang, rng))
+        whole = TOKENIZER.encode_prompt(ROLE, text)
+        assert TOKENIZER.decode(ids) == TOKENIZER.decode(whole), text
+        exact += ids == whole
+        starts.append(start)
+    assert exact >= 0.99 * len(texts), (lang, exact, len(texts))
+    if lang in UNPUNCTUATED:
+        assert sorted(starts)[len(starts) // 2] <= 6, lang
+
+
+def test_without_the_lookahead_cjk_boundaries_no_merge_can_cross_are_exact_on_random_strings():
+    """The exact rule alone (no lookahead) settles CJK boundaries early only where no merge can cross them."""
+    exact, rng = TextTokenizer.load(exact=True), random.Random(5)
+    chars = sorted(set("".join(sentences("zh", 100) + sentences("ja", 100) + sentences("ko", 3))))
+    early = 0
+    for _ in range(600):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 30)))
+        ids, start = stream(exact, TextIntake(exact, ROLE), list(text))
+        assert ids == exact.encode_prompt(ROLE, text), text
+        early += start is not None and start < len(text)
+    assert early > 300
