@@ -2,20 +2,26 @@
 # One server, several load_bench runs against it, and a py-spy profile of serve's processes during one of them.
 #   bash bench/gpu_gateway.sh NAME "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
 # Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, profile-*.txt); PROFILE_RUN=K
-# samples run K (default 1) for PROFILE_S seconds (default 20) after PROFILE_AFTER seconds (default 25).
+# samples run K (default 1) for PROFILE_S seconds (default 20) after PROFILE_AFTER seconds (default 25). KEEP=1 leaves
+# serve running (in its own session) for the next call on the warm machine, which reuses it (its SERVE ARGS unread).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=$1 serve=$2
 shift 2
 out=${OUT:-bench/results}/$name
 mkdir -p "$out"
-python3 -m gateway.cli serve $serve --port 8000 > "$out/serve.log" 2>&1 &
-pid=$!
-until curl -sf localhost:8000/health > /dev/null; do
-    kill -0 $pid 2> /dev/null || { tail -30 "$out/serve.log"; exit 1; }
-    sleep 2
-done
-echo "serve ready after ${SECONDS}s"
+if curl -sf localhost:8000/health > /dev/null; then      # KEEP=1 left one running: the next call reuses it
+    pid=$(pgrep -f "gateway.cli serve" | head -1)
+    echo "serve already running ($pid)"
+else
+    setsid python3 -m gateway.cli serve $serve --port 8000 > "$out/serve.log" 2>&1 &
+    pid=$!
+    until curl -sf localhost:8000/health > /dev/null; do
+        kill -0 $pid 2> /dev/null || { tail -30 "$out/serve.log"; exit 1; }
+        sleep 2
+    done
+    echo "serve ready after ${SECONDS}s"
+fi
 run=0
 for load in "$@"; do
     run=$((run + 1))
@@ -30,6 +36,7 @@ for load in "$@"; do
     fi
     wait $bench
 done
+[ -n "${KEEP:-}" ] && { echo "serve left running for the next call"; exit 0; }
 kill -INT $pid
-wait $pid
+while kill -0 $pid 2> /dev/null; do sleep 1; done
 echo "done after ${SECONDS}s"
