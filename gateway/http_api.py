@@ -1,7 +1,4 @@
 """HTTP API: what every route shares (auth, readiness, errors) and clone-voice management."""
-import asyncio
-import base64
-import binascii
 import logging
 
 from starlette.requests import Request
@@ -9,7 +6,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine import EngineInputError, VoiceRef
-from engine.api.voice_input import INVALID_AUDIO, check_reference, check_voice_name, read_reference_wav
+from engine.api.voice_input import check_reference, check_voice_name
 from qwen_tts_client import protocol as p
 
 from .body import body_field, read_json
@@ -65,7 +62,8 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
     check_voice_name(name)
     if name.lower() in gateway.engine.info["speakers"]:
         raise ApiError(VOICE_EXISTS, f"'{name}' is a built-in voice")
-    audio, rate = await asyncio.to_thread(_read_wav, body_field(body, "audio", str) or "")
+    rate = gateway.engine.info["sample_rate"]
+    audio = await gateway.reference_audio.decode(body_field(body, "audio", str) or "", rate)
     x_vector_only = body_field(body, "x_vector_only", bool, False)
     ref = VoiceRef(audio, rate, body_field(body, "text", str), x_vector_only=x_vector_only)
     check_reference(ref)
@@ -77,14 +75,6 @@ async def register_voice(request: Request, gateway) -> JSONResponse:
         log.exception("voice registration failed")
         raise ApiError(p.INTERNAL, f"computing the voice failed: {exc}") from None
     return JSONResponse({"name": name, "type": "clone"}, status_code=201)
-
-
-def _read_wav(data: str):
-    try:
-        wav = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise ApiError(INVALID_AUDIO, f"'audio' must be a base64 WAV file ({exc})") from None
-    return read_reference_wav(wav)
 
 
 @api

@@ -13,6 +13,7 @@ from . import fatal
 from .core import EngineClient
 from .limits import Limits
 from .metrics import Metrics
+from .reference_audio import ReferenceDecoder
 from .voice_map import OPENAI_VOICES
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -46,6 +47,7 @@ class Gateway:
         self.frontends: list = []            # serve's other front-end processes (frontends.py), stopped with this one
         self.url: str | None = None          # serve's address, logged once every front end serves
         self.failure: str | None = None      # why the engine core failed, in one line
+        self.reference_audio = ReferenceDecoder()
 
     @property
     def ready(self) -> bool:
@@ -116,4 +118,5 @@ class Gateway:
     async def close(self) -> None:
         if self.reporter is not None:
             self.reporter.cancel()
+        self.reference_audio.close()
         await self.engine.close()

@@ -11,6 +11,9 @@ class EngineInputError(ValueError):
         super().__init__(message)
         self.code = code
 
+    def __reduce__(self):      # crosses a process pool whole
+        return type(self), (self.code, str(self))
+
 
 # the official wrapper's fallbacks when a checkpoint has no generation_config.json
 _FALLBACK = dict(do_sample=True, temperature=0.9, top_k=50, top_p=1.0, repetition_penalty=1.05,

@@ -68,5 +68,15 @@ def read_reference_wav(data: bytes) -> tuple[np.ndarray, int]:
     return decode_pcm(raw[:frames * channels * width], width, channels), rate
 
 
+def resample(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
+    if rate == target:
+        return audio
+    from math import gcd
+
+    from scipy.signal import resample_poly
+    g = gcd(rate, target)
+    return resample_poly(audio, target // g, rate // g).astype(np.float32)
+
+
 def _shown(name) -> str:
     return repr(name)[:40] if isinstance(name, str) else f"a {type(name).__name__}"

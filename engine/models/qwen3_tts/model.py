@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from engine.api.request import VoiceRef
+from engine.api.voice_input import resample
 from engine.core.memory import check_weights_fit
 from engine.models.base import AudioFormat, KVLayout
 from engine.models.qwen3_tts.checks import check_request
@@ -76,16 +77,6 @@ class LoadedModel(TalkerStages, RequestLayout):
         if self.device.type == "cuda":
             torch.cuda.current_stream().synchronize()    # made on a side stream: done before the engine's reads it
         return Voice(xvector=xvector, ref_codes=codes, ref_text_ids=ids)
-
-
-def resample(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
-    if rate == target:
-        return audio
-    from math import gcd
-
-    from scipy.signal import resample_poly
-    g = gcd(rate, target)
-    return resample_poly(audio, target // g, rate // g).astype(np.float32)
 
 
 def parameters(cfg: TTSConfig) -> int:
