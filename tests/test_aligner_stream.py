@@ -310,8 +310,9 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
 
 
 def test_service_gathers_jobs_while_their_due_times_allow():
-    """A forward waits up to `gather` s for more jobs, never past `gather_margin` before its earliest due time;
-    jobs due at once (or soon) go out at once. (A minute's gather: a wrong wait times out, a loaded machine never.)"""
+    """A forward waits up to `gather` s for more jobs, never past `gather_margin` before its earliest due time,
+    and takes them most urgent first; jobs due at once (or soon) go out at once. (A minute's gather: a wrong wait
+    times out, a loaded machine never.)"""
     import time
 
     from aligner import AlignmentService
@@ -328,7 +329,7 @@ def test_service_gathers_jobs_while_their_due_times_allow():
     job = lambda s: (np.zeros(s * 24000, np.float32), ["a"])
     far = time.monotonic() + 3600
     gathered = [service.submit(*job(1), far), service.submit(*job(2), far), service.submit(*job(3), time.monotonic())]
-    assert all(f.result(30) for f in gathered) and forwards == [[1, 2, 3]]   # until one was due
+    assert all(f.result(30) for f in gathered) and forwards == [[3, 1, 2]]   # until one was due
     assert service.submit(*job(4), time.monotonic() + 0.5).result(30)      # no time to gather
     assert service.submit(*job(5)).result(30) and forwards[1:] == [[4], [5]]
     service.close()
