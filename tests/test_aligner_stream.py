@@ -45,7 +45,7 @@ def speak(stream: WordStream, truth: dict, seconds: float, sent: list, lag: int 
             job, _ = pending.pop()
             settled = stream.apply(job, oracle(job, truth))
             if not job.final:              # settled early only with `margin` of audio after the word
-                assert all(w.end <= job.start + len(job.audio) / 24000 - stream.margin + 1e-9 for w in settled)
+                assert all(w.end <= job.start + len(job.audio) / 24000 - job.margin + 1e-9 for w in settled)
             sent += settled
             if (job := stream.job()) is not None:
                 pending.append([job, lag])
@@ -156,7 +156,7 @@ def test_spoken_text(played, until):
 
 
 def test_bargein_counts_provisional_words_conservatively():
-    stream = WordStream("english", margin=0.3, min_audio=0.5)
+    stream = WordStream("english", margin=0.3, min_audio=0.5, opening=0)
     text = "one two three four"
     stream.add_text(text)
     truth = timeline(text)
@@ -183,7 +183,7 @@ def test_jobs_are_paced_by_playback_and_new_audio():
     """A window is aligned when the player comes within `lookahead` of the settled words (with `step` of new
     audio), when it holds `batch` s of audio no job has seen, or when its audio is complete; not otherwise."""
     text = " ".join(f"w{i}" for i in range(40))
-    stream, truth = WordStream("english", lookahead=1.0, batch=4.0), timeline(text)
+    stream, truth = WordStream("english", lookahead=1.0, batch=4.0, opening=0), timeline(text)
     stream.add_text(text)
     stream.close_utterance()
     stream.add_audio(np.zeros(3 * 24000, np.float32))
