@@ -47,8 +47,13 @@ def test_the_issues_mix_is_planned_and_built_in_the_same_48_rows(aligner):
     assert len(plan) == 1 and len(plan[0][2].windows) == 48
 
 
+SECONDS = st.one_of(st.floats(0.02, 8.0), st.sampled_from([7.5, 3.5, 2.5, 1.5]), st.floats(8.0, 40.0))
+UNITS = st.one_of(st.integers(1, 40), st.integers(1, 40), st.integers(40, 330))
+MIXES = st.integers(1, 128).flatmap(lambda n: st.lists(st.tuples(SECONDS, UNITS), min_size=n, max_size=n))
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.floats(0.02, 40.0), st.integers(1, 400)), min_size=1, max_size=128))
+@given(MIXES)
 def test_random_mixes_run_on_captured_shapes_as_planned(aligner, mix):
     """Counts up to a full batch, audio up to five windows, texts up to past the widest graph's rows."""
     check_plan(aligner, *jobs(aligner, [s for s, _ in mix], [n for _, n in mix]))
