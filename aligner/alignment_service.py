@@ -1,11 +1,19 @@
-"""The alignment worker: one thread batches every context's jobs, run in turns between the engine's steps."""
+"""The alignment worker: one thread batches every context's jobs, most urgent first, run in turns between the engine's
+steps; a failed batch is split until only the job that fails alone loses its words."""
 import contextlib
+import heapq
+import itertools
+import logging
+import math
 import queue
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 
 from .stream import RATE
+
+log = logging.getLogger("qwen_tts_gateway")
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -19,11 +27,13 @@ class AlignmentService:
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
-        self.jobs: queue.Queue = queue.Queue(max_queue)
-        self.later = None                         # the job that did not fit the last batch
+        self.jobs: queue.Queue = queue.Queue()
+        self.max_queue = max_queue
+        self.waiting: list = []                   # heap of (due, arrival, job): the most urgent first
+        self.order, self.stopping = itertools.count(), False
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
-                          rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)
+                          split=0, rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -32,12 +42,16 @@ class AlignmentService:
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
         """-> a Future of the units' spans; `due`: when (monotonic) they are needed."""
         future = Future()
-        try:
-            self.jobs.put_nowait((audio, units, future, due, time.monotonic()))
-        except queue.Full:
+        if self.queued >= self.max_queue:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
+        else:
+            self.jobs.put_nowait((audio, units, future, due, time.monotonic()))
         return future
+
+    @property
+    def queued(self) -> int:
+        return self.jobs.qsize() + len(self.waiting)
 
     def close(self) -> None:
         if self.thread.is_alive():
@@ -46,36 +60,62 @@ class AlignmentService:
 
     def _run(self) -> None:
         while (batch := self._next_batch()) is not None:
-            self._align(batch)
+            self._isolated(batch)
+
+    def _take(self, timeout: float | None = 0.0) -> bool:
+        """One queued job into the waiting heap (most urgent first); False: none came, or close() asked to stop."""
+        try:
+            item = self.jobs.get(timeout=timeout) if timeout is None or timeout > 0 else self.jobs.get_nowait()
+        except queue.Empty:
+            return False
+        if item is None:
+            self.stopping = True
+            return False
+        heapq.heappush(self.waiting, (math.inf if item[3] is None else item[3], next(self.order), item))
+        return True
 
     def _next_batch(self) -> list | None:
-        first, self.later = self.later or self.jobs.get(), None
-        if first is None:
+        """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
+        if not self.waiting and (self.stopping or not self._take(None)):
             return None
-        batch, samples, due, start = [first], len(first[0]), first[3], time.monotonic()
-        while len(batch) < self.max_batch:
-            now = time.monotonic()
-            wait = 0.0 if due is None else min(due - self.gather_margin, start + self.gather) - now
-            try:
-                item = self.jobs.get(timeout=wait) if wait > 0 else self.jobs.get_nowait()
-            except queue.Empty:
+        start, due = time.monotonic(), self.waiting[0][0]
+        until = start if due == math.inf else min(due - self.gather_margin, start + self.gather)
+        while len(self.waiting) <= self.max_batch and not self.stopping:
+            if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - time.monotonic()):
                 break
-            if item is None:                      # stop after this batch
-                self.jobs.put(None)
+        while self._take():                       # everything queued meanwhile competes by due time
+            pass
+        batch, samples = [], 0
+        while self.waiting and len(batch) < self.max_batch:
+            item = self.waiting[0][2]
+            if batch and samples + len(item[0]) > self.max_samples:   # leads the next batch
                 break
-            if samples + len(item[0]) > self.max_samples:   # first of the next batch
-                self.later = item
-                break
+            heapq.heappop(self.waiting)
             batch.append(item)
             samples += len(item[0])
-            due = None if due is None or item[3] is None else min(due, item[3])
         return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
+
+    def _isolated(self, batch: list) -> None:
+        """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
+        groups = deque([batch])
+        while groups:
+            group = groups.popleft()
+            try:
+                self._align(group)
+            except Exception as exc:
+                reason = f"alignment failed: {exc.__class__.__name__}: {exc}"
+                if len(group) == 1:
+                    self.stats["failed"] += 1
+                    group[0][2].set_exception(AlignmentUnavailable(reason))
+                    continue
+                self.stats["split"] += 1
+                log.info("aligner: a batch of %d jobs failed (%s); retried in halves", len(group), reason)
+                groups.extendleft([group[len(group) // 2:], group[:len(group) // 2]])
 
     def _align(self, batch: list) -> None:
         if not batch:
             return
         audio_s = sum(len(audio) for audio, *_ in batch) / RATE
-        self.stats["queued_seconds"] += sum(time.monotonic() - item[4] for item in batch)
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
 
@@ -87,21 +127,17 @@ class AlignmentService:
                 count = fitting(costs, t.budget_s)
                 taken.append((t, sum(weights[:count])))
                 yield count, t
+        self.stats["queued_seconds"] += sum(time.monotonic() - item[4] for item in batch)
         t0 = time.perf_counter()
-        try:
-            results = self.aligner.align_units(items, RATE, turn if self.side_work else None)
-            spent = [(t.seconds(), gflop) for t, gflop in taken]
-        except Exception as exc:
-            self.stats["failed"] += len(batch)
-            for _, _, future, *_ in batch:
-                future.set_exception(AlignmentUnavailable(f"alignment failed: {exc.__class__.__name__}: {exc}"))
-            return
+        results = self.aligner.align_units(items, RATE, turn if self.side_work else None)
+        if len(results) != len(batch):
+            raise RuntimeError(f"the aligner answered {len(results)} of {len(batch)} jobs")
         self.stats["busy_seconds"] += time.perf_counter() - t0
         self.stats["batches"] += 1
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(batch)
         self.stats["audio_seconds"] += audio_s
-        for seconds, gflop in spent:
+        for seconds, gflop in [(t.seconds(), gflop) for t, gflop in taken]:
             if seconds is not None:
                 self.stats["device_seconds"] += seconds
                 self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - self.fixed_s) / max(gflop, 1e-3)

@@ -27,12 +27,12 @@ class Forward:
             if s == 0:
                 self.inputs = m.inputs(lay, self.mel[a:b])
             (chunks, conv_frames, windows), (ids, positions, sequences, *embed) = self.inputs
-            rows = len(lay.windows)
+            rows, text = (len(lay.windows), lay.ids.shape) if lay.captured else (None, None)   # None: eager
             if s < encoder:
                 self.x = m.encoder[s](rows, *((chunks, windows, conv_frames) if s == 0 else (self.x, windows)))
             else:
                 first = s == encoder
-                self.x = m.text[s - encoder](lay.ids.shape, *((ids, positions, sequences, *embed, self.x) if first
+                self.x = m.text[s - encoder](text, *((ids, positions, sequences, *embed, self.x) if first
                                                                else (self.x, positions, sequences)))
                 if s == self.stages - 1:     # a copy: the next forward may replay the same graph
                     self.out.append((self.x.flatten().clone(), lay.stamps))

@@ -18,33 +18,68 @@ def text_width(longest: int) -> int:
     return next((w for w in WIDTHS if w >= longest), longest)
 
 
-def place(free: list[int], size: int, capacity: int) -> tuple[int, int]:
-    row = next((r for r, f in enumerate(free) if f >= size), len(free))
-    if row == len(free):
-        free.append(capacity)
-    free[row] -= size
-    return row, capacity - free[row] - size
+def captured(rows: int, width: int | None = None) -> bool:
+    """Whether the encoder's `rows` (or the text's rows x `width`) have CUDA graphs."""
+    return bucket(rows) in ROWS if width is None else \
+        bucket(rows) in ROWS and width in WIDTHS and bucket(rows) * width <= TEXT_TOKENS
 
 
-def first_fit(sizes: list[int], capacity: int) -> tuple[list[tuple[int, int]], int]:
-    free, where = [], [(0, 0)] * len(sizes)
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        where[i] = place(free, sizes[i], capacity)
-    return where, len(free)
+def window_chunks(frames: int) -> list[int]:
+    """Chunks of each attention window of one audio of `frames` mel frames."""
+    chunks = -(-frames // CHUNK)
+    return [min(SLOTS, chunks - c) for c in range(0, chunks, SLOTS)]
+
+
+class Rows:
+    """First fit in arrival order into rows of `capacity`: (row, offset) of each item."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.free, self.where = capacity, [], []
+
+    def __len__(self) -> int:
+        return len(self.free)
+
+    def add(self, size: int) -> None:
+        row = next((r for r, f in enumerate(self.free) if f >= size), len(self.free))
+        if row == len(self.free):
+            self.free.append(self.capacity)
+        self.where.append((row, self.capacity - self.free[row]))
+        self.free[row] -= size
 
 
 class Fit:
-    rows, tokens = ROWS[-1], int(0.9 * TEXT_TOKENS)
+    """A batch's rows as its jobs arrive: the planner asks whether a job fits, the builder takes the rows it made."""
 
     def __init__(self):
-        self.free, self.used, self.longest = [], 0, 0
+        self.encoder, self.lengths = Rows(SLOTS), []
+        self.texts = {w: Rows(w) for w in WIDTHS}     # one packing per width a longer text would still allow
 
     def add(self, frames: int, length: int) -> bool:
-        chunks = -(-frames // CHUNK)
-        for c in range(0, chunks, SLOTS):
-            place(self.free, min(SLOTS, chunks - c), SLOTS)
-        self.used, self.longest = self.used + length, max(self.longest, length)
-        return len(self.free) <= self.rows and self.longest <= WIDTHS[-1] and self.used <= self.tokens
+        """False: with this job the batch needs a shape without graphs (the caller starts a new one)."""
+        for size in window_chunks(frames):
+            self.encoder.add(size)
+        self.lengths.append(length)
+        self.texts = {w: rows for w, rows in self.texts.items() if w >= length}
+        for rows in self.texts.values():
+            rows.add(length)
+        return self.fits
+
+    @property
+    def fits(self) -> bool:
+        text = self.text()
+        return captured(len(self.encoder)) and captured(len(text), text.capacity)
+
+    def text(self) -> Rows:
+        """The text rows the batch runs in: the width with graphs of fewest padded tokens, else the narrowest."""
+        with_graphs = [rows for rows in self.texts.values() if captured(len(rows), rows.capacity)]
+        if with_graphs:
+            return min(with_graphs, key=lambda rows: (bucket(len(rows)) * rows.capacity, rows.capacity))
+        width = text_width(max(self.lengths))
+        if width not in self.texts:                   # longer than any graph's rows: packed once, for the build
+            self.texts[width] = Rows(width)
+            for length in self.lengths:
+                self.texts[width].add(length)
+        return self.texts[width]
 
 
 @dataclass
@@ -59,22 +94,29 @@ class Layout:
     is_audio: np.ndarray       # [R, width]
     stamps: list[np.ndarray]   # per sequence: `<timestamp>` tokens, flat over R x width
 
+    @property
+    def captured(self) -> bool:
+        """Every shape of the batch has graphs; else it runs eagerly throughout."""
+        return captured(len(self.windows)) and captured(*self.ids.shape)
+
     @classmethod
     def build(cls, frames: list[int], stride: int, ids: list[list[int]], audio_token: int,
               timestamp_token: int) -> "Layout":
-        encoder, tokens = encoder_rows(frames, stride)
-        text = text_rows(ids, tokens, audio_token, timestamp_token)
+        fit = Fit()
+        for f, x in zip(frames, ids):
+            fit.add(f, len(x))
+        encoder, tokens = encoder_rows(frames, stride, fit.encoder)
+        text = text_rows(ids, tokens, fit.text(), audio_token, timestamp_token)
         return cls(*encoder, *text)
 
 
-def encoder_rows(frames: list[int], stride: int):
+def encoder_rows(frames: list[int], stride: int, rows: Rows):
     chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
     windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]
-    place, rows = first_fit([len(chunks[i][c:c + SLOTS]) for i, c in windows], SLOTS)
-    e = bucket(rows)
+    e = bucket(len(rows))
     mel_frames, conv_frames = np.full((e, SLOTS, CHUNK), -1), np.zeros((e, SLOTS), np.int64)
     token_window, tokens = np.full((e, SLOTS, TOKENS // SLOTS), -1), [[] for _ in frames]
-    for w, ((i, c), (row, slot)) in enumerate(zip(windows, place)):
+    for w, ((i, c), (row, slot)) in enumerate(zip(windows, rows.where)):
         for k, n in enumerate(chunks[i][c:c + SLOTS]):
             mel_frames[row, slot + k, :n] = i * stride + (c + k) * CHUNK + np.arange(n)
             conv_frames[row, slot + k] = n if frames[i] < CHUNK else CHUNK
@@ -84,15 +126,12 @@ def encoder_rows(frames: list[int], stride: int):
     return (mel_frames, conv_frames, token_window.reshape(e, TOKENS)), tokens
 
 
-def text_rows(ids: list[list[int]], tokens: list[list[int]], audio_token: int, timestamp_token: int):
-    lengths = [len(x) for x in ids]
-    width = text_width(max(lengths))
-    place, rows = first_fit(lengths, width)
-    r = bucket(rows)
+def text_rows(ids: list[list[int]], tokens: list[list[int]], rows: Rows, audio_token: int, timestamp_token: int):
+    r, width = bucket(len(rows)), rows.capacity
     out = np.zeros((r, width), np.int64), np.zeros((r, width), np.int64), np.full((r, width), -1), \
         np.zeros((r, width), np.int64)
     stamps = []
-    for i, (seq, (row, at)) in enumerate(zip(ids, place)):
+    for i, (seq, (row, at)) in enumerate(zip(ids, rows.where)):
         seq = np.asarray(seq)
         for array, values in zip(out, (seq, np.arange(len(seq)), i)):
             array[row, at:at + len(seq)] = values

@@ -13,7 +13,8 @@ from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
 from .forward import Forward
 from .graphs import ShapeGraphs
-from .layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, Layout
+from . import layout
+from .layout import Fit, Layout, captured
 from .packed import PackedKV
 
 
@@ -79,14 +80,14 @@ class AlignerModel(nn.Module):
             stage.pool, stage.stream = pool, stream
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype
         longs = lambda *shape, fill=0: torch.full(shape, fill, dtype=torch.int64, device=device)
-        for e in ROWS:
+        for e in layout.ROWS:
             x = torch.zeros(e, SLOTS, self.cfg.audio.num_mel_bins, CHUNK, dtype=dtype, device=device)
             windows, extra = longs(e, TOKENS, fill=-1), [longs(e, SLOTS)]
             for stage in self.encoder:
                 x, extra = stage.capture(e, x, windows, *extra), []
-        audio = torch.zeros(ROWS[-1], TOKENS, self.cfg.audio.output_dim, dtype=dtype, device=device)
-        for w in WIDTHS:
-            for r in (r for r in ROWS if r * w <= TEXT_TOKENS):
+        audio = torch.zeros(layout.ROWS[-1], TOKENS, self.cfg.audio.output_dim, dtype=dtype, device=device)
+        for w in layout.WIDTHS:
+            for r in (r for r in layout.ROWS if captured(r, w)):
                 x, positions, sequences = longs(r, w), longs(r, w), longs(r, w, fill=-1)
                 extra = [longs(r, w), longs(r, w).bool(), audio]
                 for stage in self.text:

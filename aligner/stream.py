@@ -1,5 +1,6 @@
 """Streaming word timestamps for one context: which words are settled, given its text and audio so far.
-A word settles once it is not the text's last unit and ends `margin` s before its window's audio; never resent."""
+A word settles once it is not the text's last unit and ends `margin` s before its window's audio (GUARD in an
+utterance's opening window, whose words a player reaches first); never resent."""
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ class Job:
     start: float               # window start, s from the context's first sample
     final: bool                # every unit settles
     whole: bool                # its last unit is a whole word
+    margin: float              # a word settles ending at least this long before the window's audio ends
 
 
 @dataclass
@@ -55,9 +57,11 @@ class _Utterance:
 
 class WordStream:
     def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 6.0,
-                 step: float = 0.24, min_audio: float = 0.9):
+                 step: float = 0.24, min_audio: float = 0.9, opening_audio: float = 0.5, opening: float = 2.0):
+        """Windows starting in an utterance's first `opening` s (its words are played soonest) need `opening_audio`."""
         self.language, self.margin, self.lookahead = language, margin, lookahead
         self.batch, self.step, self.min_audio = int(batch * RATE), int(step * RATE), int(min_audio * RATE)
+        self.opening_audio, self.opening = int(opening_audio * RATE), int(opening * RATE)
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
@@ -96,7 +100,8 @@ class WordStream:
         if u.text_end is not None:
             return True
         fresh = u.window + u.length - u.aligned
-        return u.length >= self.min_audio and fresh >= max(self.step, u.length - fresh) and \
+        least = self.min_audio if u.window >= self.opening else min(self.min_audio, self.opening_audio)
+        return u.length >= least and fresh >= max(self.step, u.length - fresh) and \
             (fresh >= self.batch or self.due_in(played) <= 0)
 
     def job(self, played: float = 0.0) -> Job | None:
@@ -114,7 +119,8 @@ class WordStream:
             reach = [x for x in units[:4 + int(UNITS_PER_S * seconds)] if x.end - start <= chars]
             units, whole = reach, whole or len(reach) < len(units)
         u.aligned = u.window + u.length
-        job = Job(u.audio(), units, u.time + u.window / RATE, final, whole)
+        job = Job(u.audio(), units, u.time + u.window / RATE, final, whole,
+                  self.margin if u.window >= self.opening else min(self.margin, GUARD))
         if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
             return self.job(played)
@@ -126,7 +132,7 @@ class WordStream:
                       x.start, x.end) for x, (s, e) in zip(job.units, spans)]
         n = len(words)
         if not job.final:
-            limit, n = job.start + duration - self.margin, 0
+            limit, n = job.start + duration - job.margin, 0
             while n < len(words) - (not job.whole) and words[n].end <= limit:
                 n += 1
         settled, rest = words[:n], words[n:]

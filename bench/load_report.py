@@ -36,7 +36,8 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
     leads = [lead for record in completed for lead in record.word_leads()]
     if leads:
         row.update(words=len(leads), word_lead_p50_s=float(np.percentile(leads, 50)),
-                   word_lead_p1_s=float(np.percentile(leads, 1)), word_lead_min_s=float(min(leads)))
+                   word_lead_p1_s=float(np.percentile(leads, 1)), word_lead_min_s=float(min(leads)),
+                   words_late_share=float(np.mean(np.array(leads) < 0)))
     health = [r["health"] for r in results]
     row.update(sockets=sum(r["sockets"] for r in results), client_cpu_max=max(h["cpu"] for h in health),
                client_lag_p99_ms_max=max(h["lag_p99_ms"] for h in health),
@@ -54,8 +55,11 @@ def level_line(row: dict) -> str:
                  f"{100 * row['viable_share_mean']:5.1f}% | underrun {row['underrun_s_mean']:.3f} s | rtf p50 "
                  f"{row['rtf_p50']:.3f}")
     line += f" | {row['audio_s_per_s']:7.1f} audio-s/s"
+    if row["word_timestamps"]:
+        line += f" | {row['alignment_unavailable']} alignment_unavailable"
     if "words" in row:
-        line += f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s"
+        line += (f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s, "
+                 f"{100 * row['words_late_share']:.2f}% late")
     line += f" | client cpu {100 * row['client_cpu_max']:3.0f}% lag p99 {row['client_lag_p99_ms_max']:.1f} ms"
     return line + (" | CLIENT SATURATED: not the server's numbers" if row["client_saturated"] else "")
 
@@ -72,6 +76,10 @@ def summary(rows: list[dict]) -> dict:
             out[f"poisson{row['value']:g}_{tag}_fully_viable"] = round(row["fully_viable"], 3)
             continue
         out.setdefault(f"{tag}_contexts_99", 0)
+        if row["word_timestamps"]:                # per level: the words' own criteria
+            out[f"c{row['value']}_{tag}_alignment_unavailable"] = row["alignment_unavailable"]
+            if "words" in row:
+                out[f"c{row['value']}_{tag}_words_late_share"] = round(row["words_late_share"], 4)
         if row["value"] == 1 and row["completed"]:
             out[f"ws_{'' if tag == 'whole' else tag + '_'}ttfa_p50_ms"] = round(row["ttfa_p50_ms"])
         if row["fully_viable"] >= 0.99 and row["value"] >= out[f"{tag}_contexts_99"]:

@@ -5,13 +5,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aligner import Aligner, graphs, layout
-from aligner import model as aligner_model
+from aligner import Aligner, layout
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels, mel_shape
 from aligner.forward import Forward
-from aligner.layout import ROWS, WIDTHS, Fit, Layout, bucket
+from aligner.layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, Layout, bucket
 from aligner.text import segment
+from tests.graph_stand_in import stand_in_graphs
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_a_batch_beyond_the_largest_graphs_is_split(aligner, monkeypatch):
     mel, frames = log_mels([np.zeros(16000 * 3, np.float32)] * 5, 16000, aligner.cfg.audio.num_mel_bins, "cpu")
     ids = [aligner._input_ids(audio_tokens(f), ["a", "b"]) for f in frames]
     whole = aligner.model.classify(mel, frames, ids)
-    monkeypatch.setattr(Fit, "rows", 1)               # one encoder row: two 3 s windows
+    monkeypatch.setattr(layout, "ROWS", [1])          # one encoder row: two 3 s windows
     assert [b - a for a, b, _ in aligner.model.plan(frames, mel.shape[-1], ids)] == [2, 2, 1]
     assert aligner.model.classify(mel, frames, ids) == whole
 
@@ -125,23 +125,7 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
     """CUDA graphs stood in for on the CPU (a 'replay' runs the function on the captured buffers and writes the
     static output): every key's buffers take the inputs of a batch that lands on it, and give the eager classes,
     also where a batch takes two forwards on the same graphs."""
-    replays = []
-
-    def capture(self, key, *buffers):
-        out = self.fn(*buffers)
-        replay = type("Replay", (), {"replay": lambda _: replays.append(key) or out.copy_(self.fn(*buffers))})()
-        self.graphs[key] = (replay, buffers, out)
-        return out
-
-    for module in (layout, aligner_model):
-        monkeypatch.setattr(module, "ROWS", [1, 2, 4])
-    monkeypatch.setattr(layout.Fit, "rows", 4)
-    monkeypatch.setattr(aligner_model, "WIDTHS", [256])
-    monkeypatch.setattr(aligner_model, "TEXT_TOKENS", 1024)
-    monkeypatch.setattr(graphs.ShapeGraphs, "capture", capture)
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
-    monkeypatch.setattr(torch.cuda, "Stream", lambda: None)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    replays = stand_in_graphs(monkeypatch, rows=[1, 2, 4])
     model, rng = aligner.model, np.random.default_rng(2)
     cases = ([0.5], [3.0, 1.2, 9.5], [2.0] * 5, [8.0] * 8)     # the last: two forwards of 4 encoder rows each
     for stage in model.encoder + model.text:
@@ -163,8 +147,8 @@ def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeyp
 def test_a_batch_fits_by_its_packed_rows():
     """64 windows of 4 s pack two to an encoder row (32 rows): one forward, not one per 40 windows."""
     fit = Fit()
-    assert all(fit.add(400, 140) for _ in range(64)) and len(fit.free) == 32
+    assert all(fit.add(400, 140) for _ in range(64)) and len(fit.encoder) == 32
     fit = Fit()
-    assert all(fit.add(500, 10) for _ in range(Fit.rows)) and not fit.add(500, 10)     # 5 s windows: one per row
-    fit = Fit()
-    assert all(fit.add(100, 1000) for _ in range(Fit.tokens // 1000)) and not fit.add(100, 1000)   # text tokens
+    assert all(fit.add(500, 10) for _ in range(ROWS[-1])) and not fit.add(500, 10)     # 5 s windows: one per row
+    fit = Fit()       # texts of 1,000 tokens: one per 1,024-wide row, 16 rows of graphs
+    assert all(fit.add(100, 1000) for _ in range(TEXT_TOKENS // 1024)) and not fit.add(100, 1000)

@@ -45,7 +45,7 @@ def speak(stream: WordStream, truth: dict, seconds: float, sent: list, lag: int 
             job, _ = pending.pop()
             settled = stream.apply(job, oracle(job, truth))
             if not job.final:              # settled early only with `margin` of audio after the word
-                assert all(w.end <= job.start + len(job.audio) / 24000 - stream.margin + 1e-9 for w in settled)
+                assert all(w.end <= job.start + len(job.audio) / 24000 - job.margin + 1e-9 for w in settled)
             sent += settled
             if (job := stream.job()) is not None:
                 pending.append([job, lag])
@@ -156,7 +156,7 @@ def test_spoken_text(played, until):
 
 
 def test_bargein_counts_provisional_words_conservatively():
-    stream = WordStream("english", margin=0.3, min_audio=0.5)
+    stream = WordStream("english", margin=0.3, min_audio=0.5, opening=0)
     text = "one two three four"
     stream.add_text(text)
     truth = timeline(text)
@@ -183,7 +183,7 @@ def test_jobs_are_paced_by_playback_and_new_audio():
     """A window is aligned when the player comes within `lookahead` of the settled words (with `step` of new
     audio), when it holds `batch` s of audio no job has seen, or when its audio is complete; not otherwise."""
     text = " ".join(f"w{i}" for i in range(40))
-    stream, truth = WordStream("english", lookahead=1.0, batch=4.0), timeline(text)
+    stream, truth = WordStream("english", lookahead=1.0, batch=4.0, opening=0), timeline(text)
     stream.add_text(text)
     stream.close_utterance()
     stream.add_audio(np.zeros(3 * 24000, np.float32))
@@ -310,8 +310,9 @@ def test_service_batches_in_order_within_the_audio_bound_and_stops():
 
 
 def test_service_gathers_jobs_while_their_due_times_allow():
-    """A forward waits up to `gather` s for more jobs, never past `gather_margin` before its earliest due time;
-    jobs due at once (or soon) go out at once. (A minute's gather: a wrong wait times out, a loaded machine never.)"""
+    """A forward waits up to `gather` s for more jobs, never past `gather_margin` before its earliest due time,
+    and takes them most urgent first; jobs due at once (or soon) go out at once. (A minute's gather: a wrong wait
+    times out, a loaded machine never.)"""
     import time
 
     from aligner import AlignmentService
@@ -328,7 +329,7 @@ def test_service_gathers_jobs_while_their_due_times_allow():
     job = lambda s: (np.zeros(s * 24000, np.float32), ["a"])
     far = time.monotonic() + 3600
     gathered = [service.submit(*job(1), far), service.submit(*job(2), far), service.submit(*job(3), time.monotonic())]
-    assert all(f.result(30) for f in gathered) and forwards == [[1, 2, 3]]   # until one was due
+    assert all(f.result(30) for f in gathered) and forwards == [[3, 1, 2]]   # until one was due
     assert service.submit(*job(4), time.monotonic() + 0.5).result(30)      # no time to gather
     assert service.submit(*job(5)).result(30) and forwards[1:] == [[4], [5]]
     service.close()

@@ -42,8 +42,9 @@ def add_parser(sub):
     p.add_argument("--shutdown-grace", type=float, default=10.0, help="seconds to finish closed text at shutdown")
     words = p.add_mutually_exclusive_group()
     words.add_argument("--aligner", metavar="DIR_OR_ID", help="Qwen3-ForcedAligner-0.6B checkpoint: word timestamps")
-    words.add_argument("--dummy-aligner", nargs="?", const="published", choices=("published", "tiny"),
-                       help="random aligner weights: published (its config; the default) or tiny")
+    words.add_argument("--dummy-aligner", nargs="?", const="auto", choices=("auto", "published", "tiny"),
+                       help="random aligner weights: the published config or tiny; auto (the default): published on "
+                            "a GPU, tiny on a CPU (where the published one takes longer than --aligner-timeout)")
     p.add_argument("--aligner-timeout", type=float, default=5.0,
                    help="seconds an alignment may take before the context's word timestamps are given up")
     p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),

@@ -19,7 +19,7 @@ class EngineSpec:
     gpu_memory_utilization: float = 0.9
     max_step_ms: float | None = None              # None: 64 on CUDA (80% of a frame), off on the CPU
     aligner: str | None = None
-    dummy_aligner: str | None = None
+    dummy_aligner: str | None = None              # "auto": published on CUDA, tiny on the CPU
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
     max_voices: int = 64                          # registered voices kept, in memory and on disk alike
 
@@ -32,8 +32,9 @@ class EngineSpec:
         t0 = time.perf_counter()
         aligner = None
         if self.aligner or self.dummy_aligner:
-            aligner = Aligner.load(model=self.aligner, dummy=self.dummy_aligner, device=device, dtype=dtype)
-            log.info("forced aligner loaded in %.1fs", time.perf_counter() - t0)
+            dummy = ("published" if cuda else "tiny") if self.dummy_aligner == "auto" else self.dummy_aligner
+            aligner = Aligner.load(model=self.aligner, dummy=dummy, device=device, dtype=dtype)
+            log.info("forced aligner %s loaded in %.1fs", aligner.name, time.perf_counter() - t0)
         max_active = self.max_active or (1024 if cuda else 32)
         step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
         engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_seqs=max_active,

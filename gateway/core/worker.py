@@ -150,7 +150,7 @@ class EngineWorker:
     def stats(self) -> dict:
         stats = dict(self.engine.stats(), frontends=self.reports)
         if self.aligner is not None:
-            stats.update(aligner_queued=self.aligner.jobs.qsize(), aligner_busy_s=self.aligner.stats["busy_seconds"],
+            stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
                          aligner_audio_s=self.aligner.stats["audio_seconds"])
         return stats
 

@@ -1,0 +1,91 @@
+"""The aligner's fault isolation and serving order: a failed batch is halved until the job that fails alone is found
+(only it loses its words, with the reason); the most urgent jobs go first."""
+import time
+
+import numpy as np
+
+from aligner import AlignmentService
+from aligner.alignment_service import AlignmentUnavailable
+from tests.stand_in_aligner import StandIn
+
+
+def job(seconds: float, *units: str):
+    return np.zeros(int(seconds * 24000), np.float32), list(units or ("one", "two"))
+
+
+class Recording(StandIn):
+    """The stand-in (a unit 'fail' makes its batch raise), recording each batch's size; `limit`: a batch of more
+    jobs fails as a whole (as the 48/49-row mismatch did)."""
+
+    def __init__(self, limit: int | None = None):
+        super().__init__()
+        self.limit, self.batches = limit, []
+
+    def align_units(self, items, sample_rate, turn=None):
+        self.batches.append(len(items))
+        if self.limit is not None and len(items) > self.limit:
+            raise RuntimeError("The size of tensor a (48) must match the size of tensor b (49)")
+        return super().align_units(items, sample_rate, turn)
+
+
+def run(aligner, jobs: list, due=None) -> list:
+    service = AlignmentService(aligner, gather=0)
+    futures = [service.submit(*j, due) for j in jobs]
+    service.start()
+    try:
+        return [f.exception(30) or f.result() for f in futures]
+    finally:
+        service.close()
+
+
+def test_one_bad_job_among_good_ones_loses_only_its_words(caplog):
+    jobs = [job(1 + i % 3, "word", str(i)) for i in range(9)]
+    jobs[5] = job(2, "fail")
+    aligner = Recording()
+    got = run(aligner, jobs)
+    good = [i for i in range(9) if i != 5]
+    assert [got[i] for i in good] == [StandIn().align_units([jobs[i]], 24000)[0] for i in good]
+    assert isinstance(got[5], AlignmentUnavailable) and "stand-in failure" in str(got[5])
+    assert aligner.batches[0] == 9 and aligner.batches.count(1) >= 1 and len(aligner.batches) <= 2 * 9
+
+
+def test_a_batch_level_failure_costs_no_job_its_words():
+    jobs = [job(0.5 + i % 4, "a", "b", "c") for i in range(13)]
+    aligner = Recording(limit=4)
+    got = run(aligner, jobs)
+    assert got == [StandIn().align_units([j], 24000)[0] for j in jobs]
+    assert aligner.batches == [13, 6, 3, 3, 7, 3, 4]            # halved until each half fits
+
+
+def test_every_job_failing_alone_gets_the_reason_once_each():
+    aligner = Recording()
+    got = run(aligner, [job(1, "fail")] * 3)
+    assert all(isinstance(g, AlignmentUnavailable) and str(g).startswith("alignment failed: RuntimeError")
+               for g in got)
+
+
+def test_the_most_urgent_jobs_go_first_and_the_rest_lead_the_next_batch():
+    """Queued while the worker was busy: the batch takes the earliest due times within its audio bound."""
+    order = []
+
+    class Recorder:
+        def align_units(self, items, rate, turn=None):
+            order.append([units[0] for _, units in items])
+            return [[(0.0, 0.1)] * len(units) for _, units in items]
+
+    service = AlignmentService(Recorder(), max_batch=3, max_batch_seconds=60.0, gather=0)
+    now = time.monotonic()
+    dues = {"late": now + 50, "soon": now + 1, "now": now - 1, "later": now + 20, "next": now + 5}
+    futures = [service.submit(*job(1, name), due) for name, due in dues.items()]
+    service.start()
+    try:
+        assert all(f.result(30) for f in futures)
+    finally:
+        service.close()
+    assert order == [["now", "soon", "next"], ["later", "late"]]
+
+
+def test_the_queue_bound_counts_the_jobs_waiting_by_due_time():
+    service = AlignmentService(StandIn(), max_queue=3)
+    futures = [service.submit(*job(1)) for _ in range(4)]
+    assert service.queued == 3 and isinstance(futures[-1].exception(0), AlignmentUnavailable)
