@@ -37,6 +37,11 @@ class Utterance:
                                    text_complete=self.closer is not None)
         self.stream = EngineStream(gateway.engine, gateway.metrics, request, "websocket", self.first_text_at)
 
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        if self.stream and not self.truncated:
+            self.stream.append(text)
+
     def close(self, closer: p.Flush | p.End) -> None:
         self.closer = closer
         if self.stream and not self.truncated:
