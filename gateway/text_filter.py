@@ -67,7 +67,7 @@ class TextFilter:
                 rules = (m.FENCE,) if line_start else ()
             else:
                 rules = (m.LINE_RULES if line_start and self.filters.markdown else ()) + self.rules
-            match = next((x for x in (r.match(text, i, partial=True) for r in rules) if x), None)
+            match = next((x for x in (r.match(text, i, partial=not final) for r in rules) if x), None)
             if match is not None and (match.partial or match.end() == len(text) and not final):
                 return i                                           # more text may change it
             if match is None:                                      # plain text, to the next possible marker
