@@ -19,11 +19,11 @@ ESCAPE = regex.compile(r"\\[!-/:-@\[-`{-~]")                               # the
 LINK_OPEN = regex.compile(r"!?\[")
 LINK_TARGET = regex.compile(r"\]\([^()\s]{0,2048}\)")
 LINK_CLOSE = regex.compile(r"\]")
-STARS = regex.compile(r"\*+")
-UNDERSCORES = regex.compile(r"_+")
-TILDES = regex.compile(r"~~+")
-BACKTICKS = regex.compile(r"`+")
-EMOJI = regex.compile(rf"(?:{PICTURE}|{EMOJI_PART})(?:{PICTURE}|{EMOJI_PART}|\u200D)*")   # a ZWJ only inside
+STARS = regex.compile(r"\*{1,64}")
+UNDERSCORES = regex.compile(r"_{1,64}")
+TILDES = regex.compile(r"~{2,64}")
+BACKTICKS = regex.compile(r"`{1,64}")
+EMOJI = regex.compile(rf"(?:{PICTURE}|{EMOJI_PART})(?:{PICTURE}|{EMOJI_PART}|\u200D){{0,64}}")   # a ZWJ only inside
 
 LINE_RULES = (FENCE, RULE, HEADING, BULLET, QUOTE)
 MARKDOWN_RULES = (ESCAPE, LINK_OPEN, LINK_TARGET, LINK_CLOSE, STARS, UNDERSCORES, TILDES, BACKTICKS)

@@ -76,6 +76,9 @@ def test_held_text_is_bounded():
     f = TextFilter(ALL)
     f.feed("<think>" + "y" * 10000 + "</thi")
     assert len(f.held) <= 7
+    for run in ("*", "_", "~", "`", "😀", "👍🏽\u200d"):              # runs of markers: each a bounded pattern
+        f = TextFilter(ALL)
+        assert "".join(f.feed(run * 3000) for _ in range(3)).strip("\u200d") == "" and len(f.held) < 200
 
 
 def test_offsets_map_spans_and_prefixes_back():
