@@ -19,17 +19,14 @@ ESCAPE = regex.compile(r"\\[!-/:-@\[-`{-~]")                               # the
 LINK_OPEN = regex.compile(r"!?\[")
 LINK_TARGET = regex.compile(r"\]\([^()\s]{0,2048}\)")
 LINK_CLOSE = regex.compile(r"\]")
-STARS = regex.compile(r"\*{1,64}")
-UNDERSCORES = regex.compile(r"_{1,64}")
-TILDES = regex.compile(r"~{2,64}")
-BACKTICKS = regex.compile(r"`{1,64}")
+STARS, UNDERSCORES, TILDES, BACKTICKS = (regex.compile(rf"{marker}{{{least},64}}")       # runs of emphasis or code
+                                        for marker, least in ((r"\*", 1), ("_", 1), ("~", 2), ("`", 1)))
 EMOJI = regex.compile(rf"(?:{PICTURE}|{EMOJI_PART})(?:{PICTURE}|{EMOJI_PART}|\u200D){{0,64}}")   # a ZWJ only inside
 
 LINE_RULES = (FENCE, RULE, HEADING, BULLET, QUOTE)
 MARKDOWN_RULES = (ESCAPE, LINK_OPEN, LINK_TARGET, LINK_CLOSE, STARS, UNDERSCORES, TILDES, BACKTICKS)
 THINK_RULES = (THINK_OPEN, THINK_CLOSE)
 
-LINE_TRIGGERS = r"[ \t#>*+\-•`~_]"
 MARKDOWN_TRIGGERS = r"[\\!\[\]*_~`]"
 
 

@@ -80,3 +80,10 @@ def test_the_openai_route_reads_input_as_given_unless_asked(server):
     assert heard == [body["input"], "Hi  there"]
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, p.EMPTY_TEXT)
     assert flag.status_code == 400 and "filter_emoji" in flag.json()["error"]["message"]
+
+
+def test_a_context_that_only_thinks_ends_without_audio_or_error(server):
+    log, words = talk(server, "t", ["<think>Let me", " think about it.", "</think>"])
+    assert [type(m) for m in log] == [p.Done] and log[0].audio_ms == 0 and not words
+    log, words = talk(server, "u", ["Sure. <think>never", " closed"])
+    assert isinstance(log[-1], p.Done) and [w for w, *_ in words] == ["Sure"]
