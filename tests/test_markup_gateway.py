@@ -1,5 +1,6 @@
-"""LLM markup over a real socket (tiny dummy engine, stand-in aligner): the engine hears the text without it, while
-`words` and the barge-in split index the client's text with it; the OpenAI route filters only when asked."""
+"""The text as sent, over a real socket (tiny dummy engine, stand-in aligner): the engine hears it without LLM markup,
+while `words` and the barge-in split index it with its markup and in its own Unicode form (half-width kana); the
+OpenAI route filters only when asked."""
 import asyncio
 
 import httpx
@@ -87,3 +88,17 @@ def test_a_context_that_only_thinks_ends_without_audio_or_error(server):
     assert [type(m) for m in log] == [p.Done] and log[0].audio_ms == 0 and not words
     log, words = talk(server, "u", ["Sure. <think>never", " closed"])
     assert isinstance(log[-1], p.Done) and [w for w, *_ in words] == ["Sure"]
+
+
+def test_half_width_kana_words_and_barge_in_stay_inside_the_text(server):
+    """The report: words past the text's end, and a cancel answering that text never heard was spoken."""
+    first, more = "新しいｶﾞｲﾄﾞﾌﾞｯｸを本日発売しました。", "詳しくはウェブサイトをご覧ください。"
+
+    def into_third_word(got):
+        _, s, e, *_ = words_of([(0, m) for m in got])[2]
+        return round((s + 0.6 * (e - s)) * 1000)
+    got, cancelled = barge_in(server, "kana", first, more, into_third_word)
+    words = words_of([(0, m) for m in got])
+    assert [w for w, *_ in words][:3] == ["新しい", "ｶﾞｲﾄﾞﾌﾞｯｸ", "を"] and all(w == first[a:b] for w, _, _, a, b in words)
+    assert (cancelled.spoken_text, cancelled.spoken_until_char) == ("新しいｶﾞｲﾄﾞﾌﾞｯｸを", 13)
+    assert cancelled.spoken_text + cancelled.unspoken_text == first + more
