@@ -79,10 +79,12 @@ def _locate(tokens: list[str], text: str) -> list[Unit]:
     units, at = [], 0
     for token in tokens:
         found = text.find(token, at) if token else -1
-        keep = [i for i in range(found, found + len(token)) if kept(text[i])] if found >= 0 else []
+        if found < 0:
+            continue
+        keep = [i for i in range(found, found + len(token)) if kept(text[i])]
         if keep:
             units.append(Unit(clean(token), keep[0], keep[-1] + 1))
-            at = found + len(token)
+        at = found + len(token)
     return units
 
 

@@ -70,14 +70,19 @@ class TextFilter:
             match = next((x for x in (r.match(text, i, partial=not final) for r in rules) if x), None)
             if match is not None and (match.partial or match.end() == len(text) and not final):
                 return i                                           # more text may change it
-            if match is None:                                      # plain text, to the next possible marker
-                stop = text.find("\n", i) if self.mode == CODE or text[i] == "\n" else \
-                    next((x.start() for x in [self.plain.search(text, i + 1)] if x), -1)
-                i = self._emit(text, i, len(text) if stop == -1 else stop + (self.mode == CODE or text[i] == "\n"),
-                               out)
+            if match is None:
+                i = self._emit(text, i, self._plain_end(text, i), out)
                 continue
             i = self._apply(match, text, before, out)
         return i
+
+    def _plain_end(self, text: str, i: int) -> int:
+        """Where plain text from `i` ends: past its line in code or at a newline, else before the next possible marker."""
+        if self.mode == CODE or text[i] == "\n":
+            stop = text.find("\n", i)
+            return len(text) if stop == -1 else stop + 1
+        stop = self.plain.search(text, i + 1)
+        return stop.start() if stop else len(text)
 
     def _apply(self, match, text: str, before: str, out: list) -> int:
         rule, end = match.re, match.end()
