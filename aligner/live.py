@@ -7,7 +7,7 @@ import numpy as np
 from engine.core.clock import REAL_CLOCK, Clock
 
 from .align import Word
-from .bargein import Spoken, spoken
+from .bargein import spoken_until
 from .stream import WordStream
 
 
@@ -47,8 +47,9 @@ class LiveWords:
             self.progress.clear()
             await self.progress.wait()
 
-    def spoken(self, played_ms: float) -> Spoken | None:
-        return None if self.failed else spoken(self.stream.text, self.stream.known_words(), played_ms / 1000)
+    def spoken_until(self, played_ms: float) -> int | None:
+        """The end of the last word heard by `played_ms` in the text added; None: unknown (alignment failed)."""
+        return None if self.failed else spoken_until(self.stream.known_words(), played_ms / 1000)
 
     def close(self) -> None:
         self.task.cancel()

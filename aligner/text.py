@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .config import ASSETS
+from .normal_form import normalized
 
 CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
        (0x2B820, 0x2CEAF), (0xF900, 0xFAFF))
@@ -41,11 +42,16 @@ def resolve_language(language: str, text: str) -> str:
 
 
 def segment(text: str, language: str) -> list[Unit]:
+    """Units over `text` in any Unicode form: segmented in its normal form (NFKC for Japanese, as nagisa reads it;
+    NFC otherwise), each span mapped back to whole original characters, marks that follow a word included."""
     rule = resolve_language(language, text)
+    norm, origin = normalized(text, "NFKC" if rule == "japanese" else "NFC")
     if rule == "spaces":
-        return _space_units(text)
-    raw = _japanese(text) if rule == "japanese" else _korean().tokenize(text)
-    return _locate([c for c in map(clean, raw) if c], text)
+        units = _space_units(norm)
+    else:
+        norm = norm.replace("İ", "I").replace(" ", "\u3000") if rule == "japanese" else norm   # nagisa's own
+        units = _locate(_japanese(norm) if rule == "japanese" else _korean().tokenize(norm), norm)
+    return _original(units, origin, text)
 
 
 def _space_units(text: str) -> list[Unit]:
@@ -69,20 +75,31 @@ def _space_units(text: str) -> list[Unit]:
 
 
 def _locate(tokens: list[str], text: str) -> list[Unit]:
-    stream = [(c, i) for i, ch in enumerate(text) for c in unicodedata.normalize("NFKC", ch).replace("İ", "I")]
+    """The segmenter's tokens are pieces of `text` in order: each from its kept first to its kept last character."""
     units, at = [], 0
     for token in tokens:
-        first = last = None
-        for c in token:
-            while at < len(stream) and stream[at][0] != c:
-                at += 1
-            if at == len(stream):
-                break
-            first = stream[at][1] if first is None else first
-            last, at = stream[at][1], at + 1
-        pos = stream[min(at, len(stream) - 1)][1] if stream else 0
-        units.append(Unit(token, pos if first is None else first, pos if last is None else last + 1))
+        found = text.find(token, at) if token else -1
+        if found < 0:
+            continue
+        keep = [i for i in range(found, found + len(token)) if kept(text[i])]
+        if keep:
+            units.append(Unit(clean(token), keep[0], keep[-1] + 1))
+        at = found + len(token)
     return units
+
+
+def _original(units: list[Unit], origin: list[tuple[int, int]], text: str) -> list[Unit]:
+    """Spans of the normal text -> of `text`; units that share an original character (one that expanded) merge."""
+    out: list[Unit] = []
+    for u in units:
+        start, end = origin[u.start][0], origin[u.end - 1][1]
+        while end < len(text) and unicodedata.category(text[end])[0] == "M":
+            end += 1
+        if out and start < out[-1].end:
+            out[-1] = Unit(out[-1].text + u.text, out[-1].start, max(end, out[-1].end))
+        else:
+            out.append(Unit(u.text, start, end))
+    return out
 
 
 def _japanese(text: str) -> list[str]:

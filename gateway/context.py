@@ -10,6 +10,7 @@ from engine import EngineInputError
 from qwen_tts_client import protocol as p
 
 from .audio import AudioEncoder
+from .client_text import ClientText
 from .utterance import Utterance
 from .words import context_words
 
@@ -19,11 +20,10 @@ log = logging.getLogger("qwen_tts_gateway")
 class Context:
     def __init__(self, session, settings: p.Text):
         self.session, self.settings, self.id = session, settings, settings.context_id
-        self.clock = session.gateway.clock
-        fmt = session.format
+        self.clock, fmt = session.gateway.clock, session.format
         self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
         self.utterances: deque[Utterance] = deque()
-        self.texts: list[str] = []       # every text message, in order: the context's text
+        self.text = ClientText(settings)     # as sent, and as spoken
         gw = session.gateway
         self.words = context_words(self, gw.aligner, gw.config.aligner_timeout) \
             if gw.aligner is not None and settings.word_timestamps else None
@@ -45,21 +45,23 @@ class Context:
                                                    "the next one", self.id)
         self._hold(len(text))
         utterance.chars += len(text)
-        utterance.parts.append(text)
         utterance.last_activity = self.clock.monotonic()
-        self.texts.append(text)
-        if self.words:
-            self.words.add_text(text)
-        if utterance.stream and not utterance.truncated:
-            utterance.stream.append(text)
+        self._add_spoken(utterance, self.text.add(text))
         if end:
             return self.close_utterance(p.End(self.id))     # closed before it starts: its engine request is whole
         self._start_next()
         self.changed.set()
 
+    def _add_spoken(self, utterance: Utterance, text: str) -> None:
+        if text:
+            utterance.add(text)
+            if self.words:
+                self.words.add_text(text)
+
     def close_utterance(self, closer: p.Flush | p.End) -> None:
         self._check_open()
         utterance = self._open_utterance()
+        self._add_spoken(utterance, self.text.close())
         if self.words:
             self.words.close_utterance()
         if isinstance(closer, p.End):

@@ -16,6 +16,7 @@ from .http_api import ApiError, api
 from .metrics import SAMPLES_PER_FRAME
 from .streams import EngineStream
 from .tempo import MAX_SPEED, MIN_SPEED
+from .text_filter import FILTERS, Filters
 from .voice_map import resolve
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -30,6 +31,9 @@ async def speech(request: Request, gateway) -> Response:
     text, fmt = body_field(body, "input", str), body_field(body, "response_format", str) or "mp3"
     if not text:
         raise ApiError(p.INVALID_REQUEST, "'input' is required")
+    spoken = Filters(*(body_field(body, f"filter_{name}", bool, False) for name in FILTERS)).apply(text)  # if asked
+    if spoken != text and not spoken.strip():
+        raise ApiError(p.EMPTY_TEXT, "'input' holds nothing to speak once filtered")
     if fmt not in FORMATS:
         raise ApiError(UNSUPPORTED_FORMAT, f"response_format must be one of {', '.join(FORMATS)}")
     stream_format = body_field(body, "stream_format", str) or "audio"
@@ -40,7 +44,7 @@ async def speech(request: Request, gateway) -> Response:
         raise ApiError(p.INVALID_REQUEST, f"speed must be from {MIN_SPEED} to {MAX_SPEED}")
     streamed = body_field(body, "stream", bool, False) or request.headers.get(STREAMING_CLIENT) == "stream" \
         or stream_format == "sse" or fmt not in SIZED
-    synthesis = SynthesisRequest(text=text, voice=_voice(body, gateway), max_frames=gateway.config.max_frames,
+    synthesis = SynthesisRequest(text=spoken, voice=_voice(body, gateway), max_frames=gateway.config.max_frames,
                                  language=body_field(body, "language", str, "auto"),
                                  instruct=body_field(body, "instructions", str) or None, non_streaming_text=None)
     encoder = ContainerEncoder(fmt, streamed, float(speed))

@@ -39,6 +39,11 @@ class Utterance:
                                    non_streaming_text=NON_STREAMING_TEXT.get(s.text_layout, None if s.end else False))
         self.stream = EngineStream(gateway.engine, gateway.metrics, request, "websocket", self.first_text_at)
 
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        if self.stream and not self.truncated:
+            self.stream.append(text)
+
     def close(self, closer: p.Flush | p.End) -> None:
         self.closer = closer
         if self.stream and not self.truncated:

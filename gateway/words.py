@@ -2,7 +2,6 @@
 import logging
 
 from aligner import LiveWords
-from aligner.bargein import Spoken
 from qwen_tts_client import protocol as p
 
 from .audio import SOURCE_RATE
@@ -12,9 +11,10 @@ log = logging.getLogger("qwen_tts_gateway")
 
 def context_words(ctx, service, timeout: float) -> LiveWords:
     async def send_words(words) -> None:
-        ctx.session.send_event(ctx, p.Words(ctx.id, [w.word for w in words], [round(w.start, 3) for w in words],
-                                                  [round(w.end, 3) for w in words], [w.char_start for w in words],
-                                                  [w.char_end for w in words]))
+        spans = [ctx.text.span(w.char_start, w.char_end) for w in words]      # into the client's text
+        ctx.session.send_event(ctx, p.Words(ctx.id, [ctx.text.slice(a, b) for a, b in spans],
+                                            [round(w.start, 3) for w in words], [round(w.end, 3) for w in words],
+                                            [a for a, _ in spans], [b for _, b in spans]))
 
     async def unavailable(reason: str) -> None:
         log.warning("context %s: word alignment unavailable (%s)", ctx.id, reason)
@@ -28,7 +28,8 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:
     played = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
     msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
-    said = Spoken("", 0, "".join(ctx.texts)) if played == 0 else ctx.words.spoken(played) if ctx.words else None
-    if said:
-        msg.spoken_text, msg.spoken_until_char, msg.unspoken_text = said.text, said.until, said.rest
+    until = 0 if played == 0 else ctx.words.spoken_until(played) if ctx.words else None
+    if until is not None:
+        text, until = ctx.text.whole(), ctx.text.until(until)
+        msg.spoken_text, msg.spoken_until_char, msg.unspoken_text = text[:until], until, text[until:]
     return msg

@@ -155,3 +155,11 @@ def test_cli_align_json_matches_official(checkpoint, official, tmp_path, capsys)
                  "--json", "--device", "cpu"]) == 0
     got = [(w["word"], w["start"], w["end"]) for w in json.loads(capsys.readouterr().out)]
     assert got == [(i.text, i.start_time, i.end_time) for i in official.align(str(wav), text, "English")[0]]
+
+
+def test_japanese_segmentation_matches_official_in_any_unicode_form():
+    """nagisa reads NFKC, so ours (which segments the NFKC form to map spans back) cuts as the official does."""
+    processor = Qwen3ForceAlignProcessor()
+    for text in ["新しいｶﾞｲﾄﾞﾌﾞｯｸを本日発売しました。", unicodedata.normalize("NFD", "ガイドブックです。詳しく"),
+                 "ＡＢＣ１２３とİstanbul、２０２６年！", "カフェ\u0301で 1️⃣ 👍🏽を"]:
+        assert [u.text for u in segment(text, "japanese")] == processor.encode_timestamp(text, "Japanese")[0]

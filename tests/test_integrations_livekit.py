@@ -69,6 +69,15 @@ def test_words_events_become_timed_strings_that_join_to_the_text():
     assert text.rest() == (" ", 1.5) and text.rest() is None
 
 
+def test_markdown_and_emoji_are_left_to_the_sessions_transforms(server):
+    """AgentSession filters markdown and emoji before its TTS by default: the gateway's filters would run twice."""
+    from livekit.agents.voice.agent_session import DEFAULT_TTS_TEXT_TRANSFORMS
+    assert set(DEFAULT_TTS_TEXT_TRANSFORMS) == {"filter_markdown", "filter_emoji"}
+    opts = make_tts(server)._options
+    assert (opts["filter_markdown"], opts["filter_emoji"], opts.get("filter_think", True)) == (False, False, True)
+    assert make_tts(server, filter_markdown=True)._options["filter_markdown"] is True
+
+
 def test_synthesize_and_an_interrupted_stream_share_one_socket(server):
     async def run():
         tts = make_tts(server)

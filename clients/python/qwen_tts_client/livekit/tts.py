@@ -5,6 +5,8 @@ from ..client import GatewayClient
 from ..connection import Endpoint, gateway_language, speech_options
 from .stream import QwenSynthesizeStream
 
+SESSION_FILTERS = {"filter_markdown": False, "filter_emoji": False}     # LiveKit's defaults filter these before us
+
 
 class QwenTTS(tts.TTS):
     def __init__(self, *, base_url: str = "ws://127.0.0.1:8000", api_key: str | None = None, voice: str | None = None,
@@ -12,7 +14,9 @@ class QwenTTS(tts.TTS):
                  model: str = "qwen3-tts", retries: int = 2, keepalive: float = 10.0, **options):
         """`voice`: a speaker or registered clone (None: the model's first); `language`: a name, ISO code or 'auto';
         `instruct`: style (1.7B CustomVoice) or voice description (VoiceDesign); `sample_rate`: 24000, 16000 or 8000;
-        `options`: other speech settings (temperature, ..., word_timestamps); `retries`, `keepalive`: the socket's."""
+        `options`: other speech settings (temperature, ..., word_timestamps); `retries`, `keepalive`: the socket's.
+        The gateway's markdown and emoji filters are off by default: AgentSession's tts_text_transforms run them."""
+        options = {**SESSION_FILTERS, **options}
         super().__init__(capabilities=tts.TTSCapabilities(streaming=True, aligned_transcript=True),
                          sample_rate=sample_rate, num_channels=1)
         self._model = model

@@ -29,6 +29,9 @@ class Text:
     language: str | None = None
     instruct: str | None = None
     word_timestamps: bool = True
+    filter_think: bool = True         # <think>...</think> blocks are not spoken
+    filter_markdown: bool = True      # markdown is spoken as its text (emphasis, headings, bullets, fences, links)
+    filter_emoji: bool = True         # emoji are not spoken
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
