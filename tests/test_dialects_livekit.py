@@ -1,0 +1,93 @@
+"""LiveKit's own Cartesia and ElevenLabs plugins, unchanged, against a real gateway on loopback (tiny dummy engine and
+aligner): only `base_url` and the key point them at it."""
+import asyncio
+
+import pytest
+
+pytest.importorskip("livekit.plugins.cartesia")
+pytest.importorskip("livekit.plugins.elevenlabs")
+
+from livekit.agents import APIConnectOptions, APIError  # noqa: E402
+from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
+from livekit.agents.utils import http_context  # noqa: E402
+from livekit.plugins import cartesia, elevenlabs  # noqa: E402
+
+from integration_helpers import FRAMES, KEY, PIECES, serve, wait_until  # noqa: E402
+
+TEXT = "".join(PIECES)
+NO_RETRY = APIConnectOptions(max_retry=0, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = serve(max_frames=FRAMES)
+    yield srv
+    srv.stop()
+
+
+def make(kind, srv, **kwargs):
+    if kind == "cartesia":
+        return cartesia.TTS(**{"api_key": KEY, "base_url": srv.url, "voice": "ryan", **kwargs})
+    return elevenlabs.TTS(**{"api_key": KEY, "base_url": f"{srv.url}/v1", "voice_id": "ryan",
+                             "encoding": "pcm_24000", **kwargs})
+
+
+async def speak(tts, pieces, conn_options=NO_RETRY):
+    stream = tts.stream(conn_options=conn_options)
+    for piece in pieces:
+        stream.push_text(piece)
+    stream.end_input()
+    frames, timed = [], []
+    async with stream:
+        async for ev in stream:
+            frames.append(ev.frame)
+            timed += ev.frame.userdata.get(USERDATA_TIMED_TRANSCRIPT, [])
+    return frames, timed
+
+
+def run_with(kind, srv, body, **kwargs):
+    async def run():
+        async with http_context.open():                   # what the agent worker gives its plugins
+            tts = make(kind, srv, **kwargs)
+            try:
+                return await body(tts)
+            finally:
+                await tts.aclose()
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind,rate", [("cartesia", 16000), ("cartesia", 44100), ("elevenlabs", 24000),
+                                       ("elevenlabs", 16000)])
+def test_a_stream_of_pushed_text_is_spoken_with_aligned_transcripts(server, kind, rate):
+    option = {"sample_rate": rate} if kind == "cartesia" else {"encoding": f"pcm_{rate}"}
+    frames, timed = run_with(kind, server, lambda tts: speak(tts, PIECES), **option)
+    assert {(f.sample_rate, f.num_channels) for f in frames} == {(rate, 1)}
+    samples = sum(f.samples_per_channel for f in frames)
+    # the capped utterance, resampled; LiveKit's emitter may close a segment with 10 ms of silence
+    assert 0 <= samples - FRAMES * 0.08 * rate <= rate // 100
+    assert "".join(timed).split() == TEXT.split()                       # every word timed, in order
+    times = [(t.start_time, t.end_time) for t in timed]
+    if kind == "cartesia":                                              # seconds, cumulative over the context
+        assert all(0 <= start <= end <= FRAMES * 0.08 + 1e-6 for start, end in times), times
+        assert [s for s, _ in times] == sorted(s for s, _ in times)
+    # ElevenLabs restarts its alignment times in every message, which this plugin reads as if they did not: as
+    # against ElevenLabs itself, its times are those of the message a word ended in (Pipecat's test sums them)
+    assert not server.state()["errors"]
+
+
+@pytest.mark.parametrize("kind", ["cartesia", "elevenlabs"])
+def test_synthesize_is_one_http_request_of_raw_audio(server, kind):
+    audio = run_with(kind, server, lambda tts: tts.synthesize("Good morning.", conn_options=NO_RETRY).collect())
+    assert audio.sample_rate == 24000 and audio.num_channels == 1
+    assert abs(audio.duration - FRAMES * 0.08) < 0.011
+
+
+@pytest.mark.parametrize("kind", ["cartesia", "elevenlabs"])
+def test_an_unknown_voice_or_key_is_the_dialects_error(server, kind):
+    voice = {"voice": "nobody"} if kind == "cartesia" else {"voice_id": "nobody"}
+    for options in (voice, {"api_key": "wrong"}):
+        with pytest.raises(APIError):
+            run_with(kind, server, lambda tts: speak(tts, PIECES), **options)
+    asyncio.run(wait_until(server.idle, 5))
+    errors = server.state()["errors"]
+    assert errors.get("unknown_voice") and errors.get("unauthorized")
