@@ -9,7 +9,8 @@ from qwen_tts_client import protocol as p
 
 
 def text_tag(row: dict) -> str:
-    return ("words_" if row["word_timestamps"] else "") + row["text"]
+    dialect = row.get("dialect", "ours")
+    return ("" if dialect == "ours" else f"{dialect}_") + ("words_" if row["word_timestamps"] else "") + row["text"]
 
 
 def level_name(row: dict) -> str:

@@ -52,3 +52,14 @@ def test_poisson_whole_text_with_word_timestamps(tmp_path):
     assert (row["mode"], row["value"], row["text"], row["word_timestamps"]) == ("rate", 4, "whole", True)
     assert row["words"] > 0 and {"word_lead_p50_s", "word_lead_p1_s", "word_lead_min_s"} <= row.keys()
     assert {"poisson4_words_whole_ttfa_p95_ms", "poisson4_words_whole_fully_viable"} <= report["summary"].keys()
+
+
+def test_one_workload_in_our_protocol_and_in_each_dialect(tmp_path):
+    report = load_bench(tmp_path, "--serve", SERVE + " --dummy-aligner tiny", "--concurrency", "2", "--voice", "ryan",
+                        "--dialect", "ours", "cartesia", "elevenlabs", "--word-timestamps", "on")
+    rows = {row["dialect"]: row for row in report["levels"]}
+    assert list(rows) == ["ours", "cartesia", "elevenlabs"]
+    assert [row["name"] for row in rows.values()] == ["c2_words_streamed", "c2_cartesia_words_streamed",
+                                                       "c2_elevenlabs_words_streamed"]
+    assert all(row["words"] > 0 for row in rows.values())                # timings arrive in every dialect
+    assert {"cartesia_words_streamed_contexts_99", "elevenlabs_words_streamed_contexts_99"} <= report["summary"].keys()
