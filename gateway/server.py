@@ -30,6 +30,11 @@ async def tts_websocket(ws: WebSocket) -> None:
     except p.ProtocolError as exc:
         close_code = p.CLOSE_TRY_LATER if exc.code in p.RETRYABLE else p.CLOSE_POLICY
         return await _refuse(ws, exc.to_message(), close_code)
+    await run_session(gateway, ws, fmt)
+
+
+async def run_session(gateway: Gateway, ws, fmt: p.StreamFormat) -> None:
+    """One socket's session (ours, or a dialect's over its DialectSocket), counted while it runs."""
     session = Session(gateway, ws, fmt)
     gateway.sessions.add(session)
     try:

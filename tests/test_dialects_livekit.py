@@ -8,21 +8,14 @@ pytest.importorskip("livekit.plugins.cartesia")
 pytest.importorskip("livekit.plugins.elevenlabs")
 
 from livekit.agents import APIConnectOptions, APIError  # noqa: E402
-from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
 from livekit.agents.utils import http_context  # noqa: E402
 from livekit.plugins import cartesia, elevenlabs  # noqa: E402
 
-from integration_helpers import FRAMES, KEY, PIECES, serve, wait_until  # noqa: E402
+from integration_helpers import FRAMES, KEY, PIECES, wait_until  # noqa: E402
+from test_integrations_livekit import server, speak  # noqa: E402,F401  (server: a fixture)
 
 TEXT = "".join(PIECES)
 NO_RETRY = APIConnectOptions(max_retry=0, timeout=10)
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(max_frames=FRAMES)
-    yield srv
-    srv.stop()
 
 
 def make(kind, srv, **kwargs):
@@ -30,19 +23,6 @@ def make(kind, srv, **kwargs):
         return cartesia.TTS(**{"api_key": KEY, "base_url": srv.url, "voice": "ryan", **kwargs})
     return elevenlabs.TTS(**{"api_key": KEY, "base_url": f"{srv.url}/v1", "voice_id": "ryan",
                              "encoding": "pcm_24000", **kwargs})
-
-
-async def speak(tts, pieces, conn_options=NO_RETRY):
-    stream = tts.stream(conn_options=conn_options)
-    for piece in pieces:
-        stream.push_text(piece)
-    stream.end_input()
-    frames, timed = [], []
-    async with stream:
-        async for ev in stream:
-            frames.append(ev.frame)
-            timed += ev.frame.userdata.get(USERDATA_TIMED_TRANSCRIPT, [])
-    return frames, timed
 
 
 def run_with(kind, srv, body, **kwargs):
@@ -60,7 +40,7 @@ def run_with(kind, srv, body, **kwargs):
                                        ("elevenlabs", 16000)])
 def test_a_stream_of_pushed_text_is_spoken_with_aligned_transcripts(server, kind, rate):
     option = {"sample_rate": rate} if kind == "cartesia" else {"encoding": f"pcm_{rate}"}
-    frames, timed = run_with(kind, server, lambda tts: speak(tts, PIECES), **option)
+    frames, timed = run_with(kind, server, lambda tts: speak(tts, PIECES, NO_RETRY), **option)
     assert {(f.sample_rate, f.num_channels) for f in frames} == {(rate, 1)}
     samples = sum(f.samples_per_channel for f in frames)
     # the capped utterance, resampled; LiveKit's emitter may close a segment with 10 ms of silence
@@ -87,7 +67,7 @@ def test_an_unknown_voice_or_key_is_the_dialects_error(server, kind):
     voice = {"voice": "nobody"} if kind == "cartesia" else {"voice_id": "nobody"}
     for options in (voice, {"api_key": "wrong"}):
         with pytest.raises(APIError):
-            run_with(kind, server, lambda tts: speak(tts, PIECES), **options)
+            run_with(kind, server, lambda tts: speak(tts, PIECES, NO_RETRY), **options)
     asyncio.run(wait_until(server.idle, 5))
     errors = server.state()["errors"]
     assert errors.get("unknown_voice") and errors.get("unauthorized")

@@ -15,16 +15,10 @@ from cartesia import AsyncCartesia  # noqa: E402
 from elevenlabs.client import ElevenLabs  # noqa: E402
 
 import gateway_harness  # noqa: E402
-from integration_helpers import FRAMES, KEY, PIECES, serve, wait_until  # noqa: E402
+from integration_helpers import FRAMES, KEY, PIECES, wait_until  # noqa: E402
+from test_integrations_livekit import server  # noqa: E402,F401  (a fixture: a gateway with words)
 
 TEXT = "".join(PIECES)
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(max_frames=FRAMES)
-    yield srv
-    srv.stop()
 
 
 def test_cartesia_sdk_contexts_speak_stream_timestamps_and_cancel(server):

@@ -10,7 +10,6 @@ from starlette.websockets import WebSocket
 from qwen_tts_client import protocol as p
 
 from ..http_api import STATUS
-from ..session import Session
 
 
 class DialectError(Exception):
@@ -92,7 +91,7 @@ class DialectSocket:
 
 async def serve_dialect(ws: WebSocket, dialect) -> None:
     """Admission as our own socket's, refused at the handshake as the vendors do; then one Session over the dialect."""
-    from ..server import admission_error         # server imports this module for its routes
+    from ..server import admission_error, run_session     # server imports this module for its routes
 
     gateway = ws.app.state.gateway
     error = admission_error(gateway, dialect.auth_headers(ws), {}) or dialect.check_socket(gateway)
@@ -105,11 +104,8 @@ async def serve_dialect(ws: WebSocket, dialect) -> None:
     fmt = await socket.first_format()
     if fmt is None:
         return
-    session = Session(gateway, socket, fmt)
-    gateway.sessions.add(session)
     try:
-        await session.run()
+        await run_session(gateway, socket, fmt)
     finally:
-        gateway.sessions.discard(session)
         with suppress(Exception):
             await ws.close(1000)                 # after close_socket; a socket already closed stays so
