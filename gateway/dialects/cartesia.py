@@ -23,16 +23,17 @@ def error_body(code: str, message: str, context_id: str | None = None) -> dict:
             "title": code, "error_code": code, "message": message, "error": message}
 
 
-def output_format(body) -> tuple[str, int]:
+def output_format(body, cid: str | None = None) -> tuple[str, int]:
     """Cartesia's `output_format` -> (its encoding, sample rate), or a DialectError saying what is possible."""
     fmt = body if isinstance(body, dict) else {}
     encoding, rate, container = fmt.get("encoding"), fmt.get("sample_rate"), fmt.get("container", "raw")
     if container != "raw":
-        raise DialectError(p.INVALID_PARAMETER, f"output_format.container {container!r} is not supported: use 'raw'")
+        raise DialectError(p.INVALID_PARAMETER, f"output_format.container {container!r} is not supported: use 'raw'",
+                           cid)
     if encoding not in ENCODINGS:
-        raise DialectError(p.INVALID_PARAMETER, f"output_format.encoding must be one of {', '.join(ENCODINGS)}")
+        raise DialectError(p.INVALID_PARAMETER, f"output_format.encoding must be one of {', '.join(ENCODINGS)}", cid)
     if rate not in SAMPLE_RATES:
-        raise DialectError(p.INVALID_PARAMETER, f"output_format.sample_rate must be one of {SAMPLE_RATES}")
+        raise DialectError(p.INVALID_PARAMETER, f"output_format.sample_rate must be one of {SAMPLE_RATES}", cid)
     return encoding, rate
 
 
@@ -86,7 +87,7 @@ class Cartesia:
         return messages
 
     def _start(self, body: dict, cid: str, transcript: str) -> p.Text:
-        encoding, rate = output_format(body.get("output_format"))
+        encoding, rate = output_format(body.get("output_format"), cid)
         if self.format is None:
             self.format, self.encoding = p.StreamFormat(rate, ENCODINGS[encoding], "binary"), encoding
         elif (encoding, rate) != (self.encoding, self.format.sample_rate):
