@@ -57,7 +57,9 @@ def test_elevenlabs_bad_input_is_refused_or_answered_and_the_socket_speaks_on(se
             await websockets.connect(f"{base}?output_format=mp3_44100_128", additional_headers={"xi-api-key": KEY})
         with pytest.raises(websockets.InvalidStatus, match="401"):
             await websockets.connect(f"{base}?output_format=pcm_16000", additional_headers={"xi-api-key": "wrong"})
-        async with websockets.connect(f"{base}?output_format=pcm_16000", additional_headers={"xi-api-key": KEY}) as ws:
+        async with websockets.connect(f"{base}?output_format=pcm_16000&model_id=eleven_flash_v2_5",
+                                      additional_headers={"xi-api-key": KEY}) as ws:
+            assert ws.response.headers["x-served-model"] == "dummy:tiny"            # any model_id is accepted
             await ws.send(json.dumps({"context_id": "gone", "close_context": True}))     # unknown: nothing
             await ws.send(json.dumps({"text": ""}))                                      # keep-alive: nothing
             await ws.send(json.dumps({"context_id": "a", "text": 7}))

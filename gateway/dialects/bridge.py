@@ -99,7 +99,7 @@ async def serve_dialect(ws: WebSocket, dialect) -> None:
         gateway.metrics.errors[error.code] += 1
         body = dialect.error(error.code, error.message, None)
         return await ws.send_denial_response(JSONResponse(body, STATUS.get(error.code, 400)))
-    await ws.accept()
+    await ws.accept(headers=[(b"x-served-model", gateway.engine.info["model"].encode())])   # whatever model_id asked
     socket = DialectSocket(ws, dialect, gateway.metrics)
     fmt = await socket.first_format()
     if fmt is None:

@@ -60,11 +60,7 @@ class ElevenLabs:
 
     def check_socket(self, gateway) -> p.Error | None:
         try:
-            self.format = stream_format(self.query_format)
-        except DialectError as exc:
-            return p.Error(exc.code, str(exc))
-        try:
-            self.voice = voice_name(gateway, self.voice_id)
+            self.format, self.voice = stream_format(self.query_format), voice_name(gateway, self.voice_id)
         except DialectError as exc:
             return p.Error(exc.code, str(exc))
         return None

@@ -73,7 +73,9 @@ async def _respond(gateway, synthesis: SynthesisRequest, fmt: p.StreamFormat, f3
     except BaseException:
         stream.cancel()
         raise
-    return _StreamedSpeech(stream, _rest(first, audio), MEDIA[fmt.encoding])
+    response = _StreamedSpeech(stream, _rest(first, audio), MEDIA[fmt.encoding])
+    response.headers["x-served-model"] = gateway.engine.info["model"]
+    return response
 
 
 def elevenlabs_error(code: str, message: str) -> dict:
