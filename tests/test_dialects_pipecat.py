@@ -62,13 +62,14 @@ def test_an_interruption_ends_the_servers_generation(server, kind):
             before = metrics(server)["tts_audio_seconds_total"]
             await worker.queue_frames(turn("This turn is interrupted before it is spoken to its end."))
             await wait_until(lambda: of(down, TTSAudioRawFrame), 10)
+            generating = metrics(server)["tts_generating_requests"]      # still speaking when interrupted
             await worker.queue_frame(InterruptionFrame())
             await wait_until(lambda: stopped(server), 5)
             generated = metrics(server)["tts_audio_seconds_total"] - before
             next_ctx = await speak_turn(worker, down, PIECES)
-            return generated, next_ctx, list(down), list(up)
+            return generating, generated, next_ctx, list(down), list(up)
 
-    generated, next_ctx, down, up = asyncio.run(run())
-    assert generated < FRAMES * 0.08                                    # the gateway stopped generating it
+    generating, generated, next_ctx, down, up = asyncio.run(run())
+    assert generating == 1 and generated < FRAMES * 0.08                # the gateway stopped generating it
     assert of(down, TTSAudioRawFrame, next_ctx)                          # and the next turn speaks
     assert not of(up, ErrorFrame)
