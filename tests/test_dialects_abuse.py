@@ -54,7 +54,7 @@ def test_elevenlabs_bad_input_is_refused_or_answered_and_the_socket_speaks_on(se
 
     async def run():
         with pytest.raises(websockets.InvalidStatus, match="400"):
-            await websockets.connect(f"{base}?output_format=mp3_44100_128", additional_headers={"xi-api-key": KEY})
+            await websockets.connect(f"{base}?output_format=opus_48000_64", additional_headers={"xi-api-key": KEY})
         with pytest.raises(websockets.InvalidStatus, match="401"):
             await websockets.connect(f"{base}?output_format=pcm_16000", additional_headers={"xi-api-key": "wrong"})
         async with websockets.connect(f"{base}?output_format=pcm_16000&model_id=eleven_flash_v2_5",

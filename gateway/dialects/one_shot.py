@@ -24,14 +24,16 @@ MEDIA = {"pcm_s16le": "audio/pcm", "mulaw": "audio/basic", "alaw": "audio/x-alaw
 def cartesia_request(request: Request, body: dict, gateway):
     encoding, rate = cartesia.output_format(body.get("output_format"))
     fmt = p.StreamFormat(rate, cartesia.ENCODINGS[encoding], "binary")
+    post = (lambda data, final: to_f32le(data)) if encoding == "pcm_f32le" else None
     return (body_field(body, "transcript", str), cartesia.voice_name(gateway, body.get("voice")),
-            body_field(body, "language", str), fmt, encoding == "pcm_f32le")
+            body_field(body, "language", str), fmt, post, MEDIA[fmt.encoding])
 
 
 def elevenlabs_request(request: Request, body: dict, gateway):
-    fmt = elevenlabs.stream_format(request.query_params.get("output_format"))
+    fmt, kbps = elevenlabs.stream_format(request.query_params.get("output_format"))
+    post = elevenlabs.Mp3(fmt.sample_rate, kbps).encode if kbps else None
     return (body_field(body, "text", str), elevenlabs.voice_name(gateway, request.path_params["voice_id"]),
-            body_field(body, "language_code", str), fmt, False)
+            body_field(body, "language_code", str), fmt, post, "audio/mpeg" if kbps else MEDIA[fmt.encoding])
 
 
 def speech(parse, key_header: str, error_body):
@@ -44,11 +46,12 @@ def speech(parse, key_header: str, error_body):
             if not gateway.ready:
                 raise DialectError(p.NOT_READY, f"server not ready ({gateway.status}); retry shortly")
             body = await read_json(request, gateway.config.max_message_bytes)
-            text, voice, lang, fmt, f32 = parse(request, body, gateway)
+            text, voice, lang, fmt, post, media = parse(request, body, gateway)
             if not text:
                 raise DialectError(p.EMPTY_TEXT, "the text to speak is empty")
-            return await _respond(gateway, SynthesisRequest(text=text, voice=voice, language=language(lang) or "auto",
-                                                            max_frames=gateway.config.max_frames), fmt, f32)
+            synthesis = SynthesisRequest(text=text, voice=voice, language=language(lang) or "auto",
+                                         max_frames=gateway.config.max_frames)
+            return await _respond(gateway, synthesis, fmt, post, media)
         except (DialectError, EngineInputError, p.ProtocolError) as exc:
             gateway.metrics.errors[exc.code] += 1
             return JSONResponse(error_body(exc.code, str(exc)), STATUS.get(exc.code, 400))
@@ -58,14 +61,18 @@ def speech(parse, key_header: str, error_body):
     return endpoint
 
 
-async def _respond(gateway, synthesis: SynthesisRequest, fmt: p.StreamFormat, f32: bool) -> Response:
+async def _respond(gateway, synthesis: SynthesisRequest, fmt: p.StreamFormat, post, media: str) -> Response:
+    """`post(data, final)`: what the dialect makes of our encoder's bytes (float PCM, MP3), or None."""
     stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
     encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
 
     async def pieces():
         async for chunk in stream.chunks():
-            for data, _ in encoder.encode(chunk.pcm, chunk.final):
-                yield to_f32le(data) if f32 else data
+            data = b"".join(data for data, _ in encoder.encode(chunk.pcm, chunk.final))
+            if post:
+                data = post(data, chunk.final)
+            if data:
+                yield data
 
     audio = pieces()
     try:
@@ -73,7 +80,7 @@ async def _respond(gateway, synthesis: SynthesisRequest, fmt: p.StreamFormat, f3
     except BaseException:
         stream.cancel()
         raise
-    response = _StreamedSpeech(stream, _rest(first, audio), MEDIA[fmt.encoding])
+    response = _StreamedSpeech(stream, _rest(first, audio), media)
     response.headers["x-served-model"] = gateway.engine.info["model"]
     return response
 
