@@ -13,7 +13,7 @@ from pipecat.frames.frames import ErrorFrame, InterruptionFrame, TTSAudioRawFram
 from pipecat.services.cartesia.tts import CartesiaTTSService  # noqa: E402
 from pipecat.services.elevenlabs.tts import ElevenLabsTTSService  # noqa: E402
 
-from integration_helpers import FRAMES, KEY, PIECES, serve, wait_until  # noqa: E402
+from integration_helpers import KEY, PIECES, serve, wait_until  # noqa: E402
 from test_integrations_pipecat import of, running, server, speak_turn, turn  # noqa: E402,F401  (server: a fixture)
 
 
