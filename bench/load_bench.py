@@ -15,12 +15,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]      # this checkout's gateway and client
 
+from bench import load_dialects  # noqa: E402
 from bench.load_client import ClientJob, run_client  # noqa: E402
+from bench.load_dialects import DIALECTS  # noqa: E402
 from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
@@ -45,6 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--text-layout", nargs="+", choices=("auto", *p.TEXT_LAYOUTS), default=["auto"],
                     help="the first message's text_layout (auto: none, the gateway's rule)")
     ap.add_argument("--word-timestamps", nargs="+", choices=("off", "on"), default=["off"])
+    ap.add_argument("--dialect", nargs="+", choices=DIALECTS, default=["ours"],
+                    help="what the sockets speak: our protocol, or the server's Cartesia or ElevenLabs routes")
     ap.add_argument("--stream-chars", type=int, default=4, help="streamed text: characters per piece")
     ap.add_argument("--stream-ms", type=float, default=15.0, help="streamed text: ms between pieces")
     ap.add_argument("--lang", nargs="+", choices=sorted(LANGUAGES), default=[None],
@@ -81,12 +85,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 def levels(args) -> list[dict]:
     loads = [("concurrency", c) for c in args.concurrency] + [("rate", r) for r in args.rate]
     return [dict(mode=mode, value=value, text=text, text_layout=layout, word_timestamps=words == "on", lang=lang,
-                 contexts_per_socket=args.contexts_per_socket)
+                 contexts_per_socket=args.contexts_per_socket, dialect=dialect)
             for lang in args.lang for text in args.text for layout in args.text_layout
-            for words in args.word_timestamps for mode, value in loads]
+            for words in args.word_timestamps for dialect in args.dialect for mode, value in loads]
 
 
-def client_jobs(args, level: dict, ws_url: str, texts: list[str]) -> list[ClientJob]:
+def client_jobs(args, level: dict, ws_base: str, texts: list[str]) -> list[ClientJob]:
     """The level's load split over the client processes (Poisson: a sum of Poisson processes is one)."""
     closed = level["mode"] == "concurrency"
     n = min(args.clients, level["value"]) if closed else args.clients
@@ -98,8 +102,11 @@ def client_jobs(args, level: dict, ws_url: str, texts: list[str]) -> list[Client
                     args.stream_ms, args.idle_timeout, lang if streamed else None, tuple(args.piece_ms))
     share = [dict(concurrency=level["value"] // n + (i < level["value"] % n)) if closed else
              dict(rate=level["value"] / n) for i in range(n)]
-    return [ClientJob(ws_url, {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {},
+    dialect = level["dialect"]
+    ws_url = load_dialects.url(dialect, ws_base, args.voice, args.sample_rate, args.encoding)
+    return [ClientJob(ws_url, load_dialects.headers(dialect, args.api_key),
                       None if args.compression == "none" else args.compression, speech, texts, **share[i],
+                      dialect=dialect, sample_rate=args.sample_rate, encoding=args.encoding,
                       contexts_per_socket=args.contexts_per_socket, warmup=args.warmup, ramp=args.ramp,
                       duration=args.duration, drain_timeout=args.drain_timeout, seed=args.seed * 1000 + i)
             for i in range(n)]
@@ -143,8 +150,9 @@ def main(argv=None) -> None:
         info = server.wait_ready(args.serve_timeout) if server else health(http_url)
         if info is None:
             sys.exit(f"{http_url}/health is not 200: the server is not ready")
-        query = urlencode(p.StreamFormat(args.sample_rate, args.encoding).to_query())
-        ws_url = f"{'wss' if secure else 'ws'}://{target.netloc}/v1/tts/websocket?{query}"
+        ws_base = f"{'wss' if secure else 'ws'}://{target.netloc}"
+        if args.dialect != ["ours"] and (args.encoding != "pcm_s16le" or not args.voice):
+            sys.exit("--dialect cartesia/elevenlabs: give --voice (a speaker or clone); their audio is pcm_s16le")
         texts = {lang: language_texts(lang, 1000, args.seed, args.min_chars, args.max_chars) if lang else
                  [text for text, _ in workload(1000, args.seed, args.min_chars, args.max_chars)] for lang in args.lang}
         label = args.label or f"{device_name()} {info['model'].removeprefix('dummy:')}"
@@ -153,7 +161,7 @@ def main(argv=None) -> None:
               f"after {args.warmup:g} s", flush=True)
         with open(out / "contexts.jsonl", "w") as contexts:
             for level in levels(args):
-                results = run_level(client_jobs(args, level, ws_url, texts[level["lang"]]))
+                results = run_level(client_jobs(args, level, ws_base, texts[level["lang"]]))
                 row = level_row(level, results, args.duration)
                 print(level_line(row), flush=True)
                 contexts.writelines(json.dumps(c) + "\n" for c in context_rows(row["name"], results))

@@ -7,6 +7,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from bench import load_dialects
 from bench.client_health import watch_health
 from bench.load_socket import LoadSocket, Speech, Tally
 from qwen_tts_client import protocol as p
@@ -30,6 +31,9 @@ class ClientJob:
     duration: float = 30.0
     drain_timeout: float = 120.0  # after the window, the most to wait for the window's contexts to end
     seed: int = 0
+    dialect: str = "ours"         # what the sockets speak: bench/load_dialects.py
+    sample_rate: int = 24000
+    encoding: str = "pcm_s16le"
 
 
 def run_client(job: ClientJob, barrier, conn) -> None:
@@ -71,7 +75,9 @@ class ClientRun:
 
     async def connect(self) -> LoadSocket:
         async with self.connecting:
-            return await LoadSocket.open(self.job.url, self.job.headers, self.job.compression, self.tally)
+            wire = load_dialects.wire(self.job.dialect, self.job.speech.options, self.job.sample_rate,
+                                      self.job.encoding)
+            return await LoadSocket.open(self.job.url, self.job.headers, self.job.compression, self.tally, wire)
 
     async def drain(self, driver: asyncio.Task) -> None:
         """Until the window has passed and every context that started in it has ended; the load stays on meanwhile."""

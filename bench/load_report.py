@@ -9,8 +9,9 @@ from qwen_tts_client import protocol as p
 
 
 def text_tag(row: dict) -> str:
-    layout = row.get("text_layout", "auto")                 # a forced layout is tagged
-    tag = (f"{row['lang']}_" if row.get("lang") else "") + ("words_" if row["word_timestamps"] else "") + row["text"]
+    dialect, layout = row.get("dialect", "ours"), row.get("text_layout", "auto")     # a forced layout is tagged
+    tag = ("" if dialect == "ours" else f"{dialect}_") + (f"{row['lang']}_" if row.get("lang") else "") \
+        + ("words_" if row["word_timestamps"] else "") + row["text"]
     return tag if layout == "auto" else f"{tag}_{layout}_layout"
 
 

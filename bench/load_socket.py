@@ -68,8 +68,8 @@ class Context:
 
 
 class LoadSocket:
-    def __init__(self, ws, ready: p.Ready, tally: Tally):
-        self.ws, self.tally, self.max_contexts = ws, tally, ready.max_contexts
+    def __init__(self, ws, ready: p.Ready, tally: Tally, wire):
+        self.ws, self.tally, self.max_contexts, self.wire = ws, tally, ready.max_contexts, wire
         self.rate, self.bytes_per_sample = ready.sample_rate, 2 if ready.encoding == "pcm_s16le" else 1
         self.packet_samples = ready.packet_ms and ready.sample_rate * ready.packet_ms // 1000     # opus: per message
         self.contexts: dict[str, Context] = {}
@@ -77,14 +77,20 @@ class LoadSocket:
         self.reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def open(cls, url: str, headers: dict, compression: str | None, tally: Tally) -> "LoadSocket":
+    async def open(cls, url: str, headers: dict, compression: str | None, tally: Tally, wire) -> "LoadSocket":
+        """`wire`: what the socket speaks (bench/load_dialects.py)."""
         for _ in range(CONNECT_TRIES):
-            ws = await websockets.connect(url, additional_headers=headers, compression=compression, proxy=None,
-                                          max_size=None, ping_interval=None, open_timeout=60, close_timeout=2)
-            ready = p.parse_server(await ws.recv())
-            if isinstance(ready, p.Ready):
-                return cls(ws, ready, tally)
-            await ws.close()
+            try:
+                ws = await websockets.connect(url, additional_headers=headers, compression=compression, proxy=None,
+                                              max_size=None, ping_interval=None, open_timeout=60, close_timeout=2)
+            except websockets.InvalidStatus as exc:      # a dialect's refusal is its handshake's status
+                ready = p.Error(str(exc.response.status_code), exc.response.body.decode(errors="replace"),
+                                exc.response.status_code in (429, 503))
+            else:
+                ready = await wire.ready(ws)
+                if isinstance(ready, p.Ready):
+                    return cls(ws, ready, tally, wire)
+                await ws.close()
             if not ready.retryable:
                 raise RuntimeError(f"the server refused a socket: {ready.code}: {ready.message}")
             await asyncio.sleep(0.5)
@@ -100,6 +106,7 @@ class LoadSocket:
         """Sends `text` whole in a message that ends the context, or in timed pieces as an LLM streams it (Speech),
         then `end`; returns once the context has ended."""
         pieces = speech.timed_pieces(text, random.Random(f"{ctx.id}{text}"))
+        whole = not speech.stream_chars
         try:
             ctx.record.submitted = start = time.perf_counter()
             for i, (at, piece) in enumerate(pieces):
@@ -107,14 +114,15 @@ class LoadSocket:
                     await asyncio.sleep(start + at - time.perf_counter())
                 if ctx.ended.done():                     # refused or failed: the rest would only get errors
                     break
-                text_message = p.Text(ctx.id, piece, **speech.options, end=not speech.stream_chars) if i == 0 \
-                    else p.Text(ctx.id, piece)
-                await self.ws.send(p.encode(text_message))
-            if not ctx.ended.done() and speech.stream_chars:
-                await self.ws.send(p.encode(p.End(ctx.id)))
+                for frame in self.wire.text(ctx.id, piece, i == 0, end=whole):
+                    await self.ws.send(frame)
+            if not ctx.ended.done() and not whole:
+                for frame in self.wire.end(ctx.id):
+                    await self.ws.send(frame)
             await ctx.wait(speech.idle_timeout)
             if ctx.code == "client_timeout":
-                await self.ws.send(p.encode(p.Cancel(ctx.id)))
+                for frame in self.wire.cancel(ctx.id):
+                    await self.ws.send(frame)
         except websockets.ConnectionClosed:
             ctx.finish("socket_closed")
         finally:
@@ -125,12 +133,12 @@ class LoadSocket:
         try:
             async for frame in self.ws:
                 now = time.perf_counter()
-                msg = p.unpack_audio(frame) if isinstance(frame, bytes) else p.parse_server(frame)
-                ctx = self.contexts.get(getattr(msg, "context_id", None))
-                if isinstance(msg, p.Error) and msg.context_id is None:
-                    self.tally.stray_errors[msg.code] += 1
-                elif ctx is not None and not ctx.ended.done():
-                    self._on_message(ctx, msg, now)
+                for msg in self.wire.decode(frame):
+                    ctx = self.contexts.get(getattr(msg, "context_id", None))
+                    if isinstance(msg, p.Error) and msg.context_id is None:
+                        self.tally.stray_errors[msg.code] += 1
+                    elif ctx is not None and not ctx.ended.done():
+                        self._on_message(ctx, msg, now)
         except websockets.ConnectionClosed:
             pass
         finally:

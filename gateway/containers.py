@@ -38,23 +38,24 @@ class Pipe:
 
 
 class ContainerEncoder:
-    def __init__(self, fmt: str, streamed: bool, speed: float = 1.0):
-        muxer, codec, bit_rate, self.media_type = FORMATS[fmt]
-        self.streamed = streamed
+    def __init__(self, fmt: str, streamed: bool, speed: float = 1.0, rate: int = SOURCE_RATE, bit_rate: int = 0):
+        """`rate`: the PCM's (resampled before); `bit_rate`: the format's default where 0."""
+        muxer, codec, default_bit_rate, self.media_type = FORMATS[fmt]
+        self.streamed, self.rate = streamed, rate
         self.sink = Pipe() if streamed else io.BytesIO()
         options = {**MUXER_OPTIONS, **(OGG_OPTIONS if muxer == "ogg" else {})}
         self.container = av.open(self.sink, "w", format=muxer, options=options)
-        self.stream = self.container.add_stream(codec, rate=SOURCE_RATE, layout="mono")
-        if bit_rate:
-            self.stream.bit_rate = bit_rate
-        self.stretch = TimeStretch(speed, SOURCE_RATE) if speed != 1.0 else None
+        self.stream = self.container.add_stream(codec, rate=rate, layout="mono")
+        if bit_rate or default_bit_rate:
+            self.stream.bit_rate = bit_rate or default_bit_rate
+        self.stretch = TimeStretch(speed, rate) if speed != 1.0 else None
         self.pts = 0
 
     def encode(self, pcm: np.ndarray, final: bool = False) -> bytes:
         if self.stretch:
             pcm = self.stretch.push(pcm, final)
         if len(pcm):
-            self.container.mux(self.stream.encode(audio_frame(pcm, SOURCE_RATE, self.pts)))
+            self.container.mux(self.stream.encode(audio_frame(pcm, self.rate, self.pts)))
             self.pts += len(pcm)
         if final:
             self.container.mux(self.stream.encode(None))

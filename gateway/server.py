@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
 
-from . import http_api, log_filters, openai_speech
+from . import dialects, http_api, log_filters, openai_speech
 from .state import Gateway
 from .session import Session
 
@@ -24,23 +24,35 @@ async def tts_websocket(ws: WebSocket) -> None:
     gateway: Gateway = ws.app.state.gateway
     await ws.accept()
     try:
-        if not gateway.authorized(ws.headers, ws.query_params):
-            raise p.ProtocolError(p.UNAUTHORIZED, "missing or wrong API key")
-        if not gateway.ready:
-            code = p.SHUTTING_DOWN if gateway.draining else p.NOT_READY
-            raise p.ProtocolError(code, f"server not ready ({gateway.status}); retry shortly")
-        if len(gateway.sessions) >= gateway.config.max_sockets:
-            raise p.ProtocolError(p.BUSY, f"server busy: {gateway.config.max_sockets} sockets are open; retry shortly")
+        if error := admission_error(gateway, ws.headers, ws.query_params):
+            raise p.ProtocolError(error.code, error.message)
         fmt = p.StreamFormat.from_query(ws.query_params)
     except p.ProtocolError as exc:
         close_code = p.CLOSE_TRY_LATER if exc.code in p.RETRYABLE else p.CLOSE_POLICY
         return await _refuse(ws, exc.to_message(), close_code)
+    await run_session(gateway, ws, fmt)
+
+
+async def run_session(gateway: Gateway, ws, fmt: p.StreamFormat) -> None:
+    """One socket's session (ours, or a dialect's over its DialectSocket), counted while it runs."""
     session = Session(gateway, ws, fmt)
     gateway.sessions.add(session)
     try:
         await session.run()
     finally:
         gateway.sessions.discard(session)
+
+
+def admission_error(gateway: Gateway, headers, query) -> p.Error | None:
+    """Why a new socket (ours or a dialect's) is refused: its key, the server's state, the socket limit."""
+    if not gateway.authorized(headers, query):
+        return p.Error(p.UNAUTHORIZED, "missing or wrong API key")
+    if not gateway.ready:
+        code = p.SHUTTING_DOWN if gateway.draining else p.NOT_READY
+        return p.Error(code, f"server not ready ({gateway.status}); retry shortly", True)
+    if len(gateway.sessions) >= gateway.config.max_sockets:
+        return p.Error(p.BUSY, f"server busy: {gateway.config.max_sockets} sockets are open; retry shortly", True)
+    return None
 
 
 async def _refuse(ws: WebSocket, error: p.Error, close_code: int) -> None:
@@ -99,7 +111,8 @@ def create_app(gateway: Gateway) -> Starlette:
         await gateway.close()
 
     routes = [WebSocketRoute("/v1/tts/websocket", tts_websocket), Route("/health", health),
-              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes, Route("/", playground),
+              Route("/metrics", metrics), *openai_speech.routes, *http_api.routes, *dialects.routes,
+              Route("/", playground),
               Mount("/static", StaticFiles(directory=STATIC))]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gateway

@@ -9,6 +9,10 @@ $PIP torch==2.13.0                      # the local CPU build; an unpinned torch
 # pipecat's); torch stays pinned so that nothing upgrades it
 $PIP -e ".[test,replicas]" "qwen-tts-client[livekit,pipecat] @ file://$PWD/clients/python" torch==2.13.0
 $PIP --no-deps -e clients/python        # the client editable too, as the project is
+# the vendors' own clients, unchanged, against the Cartesia and ElevenLabs dialects (tests/test_dialects_*.py): the
+# plugins at the frameworks' pinned versions
+$PIP livekit-plugins-cartesia==1.8.9 livekit-plugins-elevenlabs==1.8.9 "pipecat-ai[cartesia,elevenlabs]==1.14.0" \
+     cartesia==4.2.0 elevenlabs==2.78.0 torch==2.13.0
 $PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493 \
      triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
 # last, the official implementations, for parity, without their pins (accelerate, gradio, transformers 4.57.3 for

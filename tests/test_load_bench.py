@@ -79,3 +79,14 @@ def test_languages_stream_as_an_llm_writes_them(tmp_path):
     assert [(row["name"], row["lang"]) for row in report["levels"]] == [("c2_zh_streamed", "zh"),
                                                                        ("c2_en_streamed", "en")]
     assert {"zh_streamed_contexts_99", "en_streamed_contexts_99"} <= report["summary"].keys()
+
+
+def test_one_workload_in_our_protocol_and_in_each_dialect(tmp_path):
+    report = load_bench(tmp_path, "--serve", SERVE + " --dummy-aligner tiny", "--concurrency", "2", "--voice", "ryan",
+                        "--dialect", "ours", "cartesia", "elevenlabs", "--word-timestamps", "on")
+    rows = {row["dialect"]: row for row in report["levels"]}
+    assert list(rows) == ["ours", "cartesia", "elevenlabs"]
+    assert [row["name"] for row in rows.values()] == ["c2_words_streamed", "c2_cartesia_words_streamed",
+                                                       "c2_elevenlabs_words_streamed"]
+    assert all(row["words"] > 0 for row in rows.values())                # timings arrive in every dialect
+    assert {"cartesia_words_streamed_contexts_99", "elevenlabs_words_streamed_contexts_99"} <= report["summary"].keys()
