@@ -42,22 +42,3 @@ def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_t
     assert scheduler.slack_s(101.0) == 0.0
     starting.unread, starting.pending = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
     assert abs(scheduler.slack_s(101.0) - 0.08) < 1e-9
-
-
-def test_side_work_waiting_past_its_bound_gets_the_turn_it_asked_for_whatever_the_slack():
-    side_work, seen = SideWork(timeout_s=5, starved_s=0.05), []
-
-    def side():
-        with side_work.turn(0.2) as turn:
-            seen.append(turn.budget_s)
-            turn.end("queued")
-    thread = threading.Thread(target=side)
-    thread.start()
-    while side_work.wanted is None:
-        time.sleep(0.001)
-    side_work.wanted_since = time.perf_counter()            # fresh: no slack, no turn
-    assert side_work.offer(0.0, 0.1, lambda: "step") is None
-    side_work.wanted_since -= 0.05                           # waited its bound: its cost, not the listeners' slack
-    assert side_work.offer(0.0, 0.1, lambda: "step") == "queued"
-    thread.join(5)
-    assert seen == [0.2] and side_work.stats["starved"] == 1

@@ -65,7 +65,6 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
     """A side worker asks for 0.3 s turns all through a stream; the engine gives them only when the stream has that
     (and a few steps) ahead of a real-time listener, does not step during one, and the listener never runs dry."""
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2).start()
-    engine.side_work.starved_s = float("inf")            # the slack rule alone (test_engine_side_work: starvation)
     stop, turns = threading.Event(), []
 
     def side():

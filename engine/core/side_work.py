@@ -4,8 +4,6 @@ import threading
 import time
 from contextlib import contextmanager
 
-STARVED_S = 1.0      # side work waiting this long gets the turn it asked for whatever the slack: words never time out
-
 
 class Turn:
     def __init__(self, gate: "SideWork", given: bool, after=None, budget_s: float = float("inf")):
@@ -25,20 +23,19 @@ class Turn:
 
 
 class SideWork:
-    def __init__(self, timeout_s: float = 1.0, starved_s: float = STARVED_S):
+    def __init__(self, timeout_s: float = 1.0):
         self._cv = threading.Condition()
-        self.timeout_s, self.starved_s = timeout_s, starved_s
+        self.timeout_s = timeout_s
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
-        self.wanted_since = 0.0
         self._given: Turn | None = None
         self._current: Turn | None = None
         self.open = False
-        self.stats = dict(given=0, idle=0, late=0, starved=0, engine_wait_s=0.0)
+        self.stats = dict(given=0, idle=0, late=0, engine_wait_s=0.0)
 
     @contextmanager
     def turn(self, cost_s: float):
         with self._cv:
-            self.wanted, self.wanted_since = cost_s, time.perf_counter()
+            self.wanted = cost_s
             while not self.open and self._given is None:
                 self._cv.wait()
             turn, self._given, self.wanted = self._given or Turn(self, False), None, None
@@ -70,16 +67,10 @@ class SideWork:
             return self._wait(self._current)
 
     def offer(self, slack_s: float, reserve_s: float, settle):
-        """After a step: a turn if the slack past `reserve_s` covers 1.5x its cost, or of its cost alone once it
-        has waited `starved_s` (a listener may then wait that long; its words would otherwise never come)."""
+        """After a step: a turn if the slack past `reserve_s` covers 1.5x its cost."""
         cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
-        if cost is None:
+        if cost is None or budget < cost:
             return None
-        if budget < cost:
-            if time.perf_counter() - self.wanted_since < self.starved_s:
-                return None
-            budget = cost
-            self.stats["starved"] += 1
         return self.give(settle(), max(0.01, budget / 2), budget)
 
     def give(self, after, spare_s: float | None = None, budget_s: float = float("inf")):
