@@ -45,8 +45,9 @@ def add_parser(sub):
     words.add_argument("--dummy-aligner", nargs="?", const="auto", choices=("auto", "published", "tiny"),
                        help="random aligner weights: the published config or tiny; auto (the default): published on "
                             "a GPU, tiny on a CPU (where the published one takes longer than --aligner-timeout)")
-    p.add_argument("--aligner-timeout", type=float, default=5.0,
-                   help="seconds an alignment may take before the context's word timestamps are given up")
+    p.add_argument("--aligner-timeout", type=float,
+                   help="seconds an alignment may take before the context's word timestamps are given up (default: "
+                        "5 on a GPU, 60 on a CPU, where a published-size aligner takes ~17 s a job on two cores)")
     p.add_argument("--voices-dir", default=os.environ.get("QWEN_TTS_GATEWAY_VOICES", "~/.cache/qwen-tts-gateway/voices"),
                    help="registered voices are stored here, in a folder per model, and survive restarts; replicas "
                         "share it (on several nodes: a shared mount); '' keeps them in memory only")
@@ -72,13 +73,14 @@ def run(args, argv: list[str]) -> int:
     if args.replicas:
         from ..replicas.launch import run as run_replicas
         return run_replicas(args, argv)
-    default_device_dtype(args.device, args.dtype)           # a CUDA device this torch cannot use fails here, at once
+    device, _ = default_device_dtype(args.device, args.dtype)   # a CUDA device this torch cannot use fails here, at once
+    aligner_timeout = args.aligner_timeout or (5.0 if device.type == "cuda" else 60.0)
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
-                           aligner_timeout=args.aligner_timeout, voice_map=args.voice_map,
+                           aligner_timeout=aligner_timeout, voice_map=args.voice_map,
                            limits=limits.from_args(args))
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
