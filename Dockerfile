@@ -8,11 +8,11 @@ WORKDIR /app
 COPY deploy/requirements.txt deploy/requirements.txt
 RUN pip install -r deploy/requirements.txt
 COPY pyproject.toml README.md ./
-COPY clients/python clients/python
+COPY integrations integrations
 COPY engine engine
 COPY aligner aligner
 COPY gateway gateway
-RUN pip install --no-deps ./clients/python .
+RUN pip install --no-deps ./integrations .
 VOLUME ["/models", "/voices"]
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=600s CMD curl -sf http://127.0.0.1:8000/health || exit 1

@@ -4,7 +4,7 @@
 # 36 MB) and py-spy (to sample serve's processes); `bash bench/gpu_wheels.sh official`: the official qwen-tts's
 # instead (for engine_bench.py --official), which do not fit beside them. On the machine:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#   export PYTHONPATH=/tmp/site:bench/stubs:clients/python PATH=/tmp/site/bin:$PATH   # clients/python: the client
+#   export PYTHONPATH=/tmp/site:bench/stubs:integrations PATH=/tmp/site/bin:$PATH   # integrations/: the client
 # transformers 4.57 (as the tests pin it) shadows the image's 5.x and wants tokenizers <= 0.23.0 and
 # huggingface_hub < 1.0; librosa's numba is bench/stubs/numba (llvmlite's 60 MB wheel does not fit the carry; the
 # benchmarks' paths run no jitted code).

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]      # this checkout's gateway and client
+sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]      # this checkout's gateway and client
 
 from bench import load_dialects  # noqa: E402
 from bench.load_client import ClientJob, run_client  # noqa: E402

@@ -45,7 +45,7 @@ class ServeProcess:
     def __init__(self, args: str, log_path: Path, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        paths = [str(ROOT), str(ROOT / "clients" / "python"), os.environ.get("PYTHONPATH")]
+        paths = [str(ROOT), str(ROOT / "integrations"), os.environ.get("PYTHONPATH")]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
         self.log = open(log_path, "w")
         command = [sys.executable, "-m", "gateway.cli", "serve", *shlex.split(args), "--port", str(self.port)]

@@ -20,7 +20,7 @@ import numpy as np
 import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]
+sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]
 
 from bench.load_server import ServeProcess, device_name  # noqa: E402
 from engine.api import voice_input as limits  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "clients" / "python")]      # this checkout's gateway and client
+sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]      # this checkout's gateway and client
 
 import websockets  # noqa: E402
 

@@ -1,6 +1,6 @@
 """A LiveKit Agents voice agent that speaks with Qwen3-TTS through the gateway.
 
-    pip install "./clients/python[livekit]"        # the agent's side: the client, without torch
+    pip install "./integrations[livekit]"        # the agent's side: the client, without torch
     qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &   # the gateway (pip install -e .), or
                                                                             # --dummy tiny --device cpu
     python examples/livekit_agent.py dev         # the agent: LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET set

@@ -1,6 +1,6 @@
 """A Pipecat voice bot that speaks with Qwen3-TTS through the gateway.
 
-    pip install "./clients/python[pipecat]" "pipecat-ai[local,deepgram,openai,silero]"   # the bot's side, no torch
+    pip install "./integrations[pipecat]" "pipecat-ai[local,deepgram,openai,silero]"   # the bot's side, no torch
     qwen-tts-gateway serve --model Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice &   # the gateway (pip install -e .), or
                                                                             # --dummy tiny --device cpu
     DEEPGRAM_API_KEY=... OPENAI_API_KEY=... python examples/pipecat_bot.py      # talk to it (microphone, speaker)

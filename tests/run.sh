@@ -7,8 +7,8 @@ $PIP torch==2.13.0                      # the local CPU build; an unpinned torch
 # the project with its client package (a dependency by path), Ray Serve (--replicas), the test extra (with the
 # transformers of the parity tests) and the client's agent frameworks, in one resolve (alone, Ray's protobuf breaks
 # pipecat's); torch stays pinned so that nothing upgrades it
-$PIP -e ".[test,replicas]" "qwen-tts-client[livekit,pipecat] @ file://$PWD/clients/python" torch==2.13.0
-$PIP --no-deps -e clients/python        # the client editable too, as the project is
+$PIP -e ".[test,replicas]" "qwen-tts-client[livekit,pipecat] @ file://$PWD/integrations" torch==2.13.0
+$PIP --no-deps -e integrations          # the client editable too, as the project is
 # the vendors' own clients, unchanged, against the Cartesia and ElevenLabs dialects (tests/test_dialects_*.py): the
 # plugins at the frameworks' pinned versions
 $PIP livekit-plugins-cartesia==1.8.9 livekit-plugins-elevenlabs==1.8.9 "pipecat-ai[cartesia,elevenlabs]==1.14.0" \

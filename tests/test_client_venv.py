@@ -1,4 +1,4 @@
-"""The client distribution alone, as an agent worker installs it: a fresh venv gets `clients/python[livekit,pipecat]`
+"""The client distribution alone, as an agent worker installs it: a fresh venv gets `integrations[livekit,pipecat]`
 (pip resolves the frameworks; torch must not come), and the LiveKit and Pipecat tests run there, against gateways
 that this process serves (tests/gateway_harness.py)."""
 import os
@@ -22,7 +22,7 @@ def client_python(tmp_path_factory):
     no_torch = venv / "no-torch.txt"
     no_torch.write_text("torch<0\n")                    # a dependency on torch fails the install, not downloads GBs
     pip = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                          "-c", no_torch, f"{ROOT / 'clients' / 'python'}[livekit,pipecat]", "pytest>=8",
+                          "-c", no_torch, f"{ROOT / 'integrations'}[livekit,pipecat]", "pytest>=8",
                           "pytest-timeout"], capture_output=True, text=True, timeout=600)
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
     yield venv / "bin" / "python"

@@ -31,7 +31,7 @@ def test_the_cache_takes_the_share_of_ram_left_at_most_2048_tokens_a_stream(monk
 @pytest.mark.slow
 def test_the_largest_published_variant_synthesizes_within_a_24_gb_machine(tmp_path):
     """About 3.5 minutes on 2 cores, most of it drawing 2 billion random weights."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients" / "python")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "integrations")]))
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "synth", "--dummy", "1.7B-CustomVoice", "--device",
                              "cpu", "--max-frames", "2", "--text", "Hello.", "--out", str(tmp_path / "x.wav"),
                              "--log-level", "info"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)

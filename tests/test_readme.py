@@ -36,7 +36,7 @@ def test_readme_installs_the_project_and_client_as_ci_does():
     assert "bash tests/run.sh" in (ROOT / ".ci" / "run").read_text() and "bash tests/run.sh" in section("Tests")
     install = fenced(section("Install"), "bash")[0]
     assert "python3 -m venv" in install and "pip install -e ." in install and '-e ".[' in RUN_SH
-    client = re.search(r'"(qwen-tts-client\[[a-z,]+\] @ file://\$PWD/clients/python)"', RUN_SH).group(1)
+    client = re.search(r'"(qwen-tts-client\[[a-z,]+\] @ file://\$PWD/integrations)"', RUN_SH).group(1)
     assert f'pip install "{client}"' in section("Agent frameworks")
     assert not re.search(r'pip install "qwen-tts-client\[[a-z,]+\]"', README)      # not published: no bare name
     assert "once on PyPI" not in README and "from\nPyPI" not in README and "from PyPI" not in section("Tests")
@@ -76,7 +76,7 @@ def test_readme_serve_synopsis_is_serve_help():
 
 def test_readme_python_api_snippet_runs_as_written(tmp_path):
     code = fenced(section("Python API"), "python")[0]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients" / "python")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "integrations")]))
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import pytest
 
 from bench.load_server import ROOT, ServeProcess
 
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "clients" / "python"),
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "integrations"),
                                                                 os.environ.get("PYTHONPATH")])))
 
 

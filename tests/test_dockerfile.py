@@ -26,8 +26,8 @@ def test_the_image_pins_every_runtime_dependency_and_installs_the_client_package
     deps = [Requirement(d) for d in project["dependencies"] + project["optional-dependencies"]["replicas"]]
     by_path = [d for d in deps if d.url]
     assert [canonicalize_name(d.name) for d in by_path] == ["qwen-tts-client"]
-    assert "COPY clients/python clients/python" in DOCKERFILE
-    assert "pip install --no-deps ./clients/python ." in DOCKERFILE
+    assert "COPY integrations integrations" in DOCKERFILE
+    assert "pip install --no-deps ./integrations ." in DOCKERFILE
     pins = pinned()
     missing = [d.name for d in deps if not d.url and canonicalize_name(d.name) not in pins]
     assert not missing, f"deploy/requirements.txt lacks {missing}"
