@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import websockets
 
+from bench.load_dialects import Ours
 from bench.load_socket import LoadSocket, Speech, Tally
 from qwen_tts_client import protocol as p
 
@@ -48,7 +49,7 @@ class SoakRun:
         sock = None
         while time.perf_counter() < deadline:
             if sock is None or sock.reader.done():
-                sock = await LoadSocket.open(self.job.url, {}, None, self.tally)
+                sock = await LoadSocket.open(self.job.url, {}, None, self.tally, Ours(self.job.speech.options, 0, ""))
             await self.context(sock)
         if sock is not None:
             await sock.close()
