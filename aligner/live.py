@@ -6,7 +6,7 @@ import numpy as np
 
 from engine.core.clock import REAL_CLOCK, Clock
 
-from .align import Word
+from .text import Word
 from .bargein import spoken_until
 from .stream import WordStream
 

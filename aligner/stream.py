@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .align import Word
-from .text import Unit, segment
+from .text import Unit, Word, segment
 
 RATE = 24000        # the engine's audio
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
