@@ -21,7 +21,7 @@ class Context:
     def __init__(self, session, settings: p.Text):
         self.session, self.settings, self.id = session, settings, settings.context_id
         self.clock, fmt = session.gateway.clock, session.format
-        self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
+        self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding, session.gateway.engine.info["sample_rate"])
         self.utterances: deque[Utterance] = deque()
         self.text = ClientText(settings)     # as sent, and as spoken
         gw = session.gateway

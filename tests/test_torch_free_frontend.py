@@ -85,3 +85,21 @@ def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path)
         worker.running = False
         thread.join(30)
     assert out.startswith("served")
+
+
+def test_the_front_end_counts_audio_at_the_engine_s_rate():
+    from gateway.metrics import Metrics
+    from gateway.streams import EngineStream
+
+    class Engine16k:
+        info = dict(sample_rate=16000, samples_per_frame=1280)
+
+        def submit(self, request):
+            return None
+
+    metrics = Metrics()
+    stream = EngineStream(Engine16k(), metrics, None, "http")
+    stream.samples = metrics.audio_samples = 32000
+    assert stream.frames == 25
+    text = metrics.render({}, Engine16k.info)
+    assert "tts_audio_seconds_total 2.000" in text and "tts_frames_total 25" in text

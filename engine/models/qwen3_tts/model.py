@@ -64,7 +64,8 @@ class LoadedModel(TalkerStages, RequestLayout):
     def info(self) -> dict:
         c = self.cfg
         return dict(model=self.name, model_type=c.model_type, model_size=c.model_size, speakers=list(c.speakers),
-                    languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE)
+                    languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE,
+                    samples_per_frame=SAMPLES_PER_FRAME)
 
     @torch.inference_mode()
     @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
