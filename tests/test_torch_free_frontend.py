@@ -103,3 +103,11 @@ def test_the_front_end_counts_audio_at_the_engine_s_rate():
     assert stream.frames == 25
     text = metrics.render({}, Engine16k.info)
     assert "tts_audio_seconds_total 2.000" in text and "tts_frames_total 25" in text
+
+
+def test_serve_s_command_line_parses_without_torch():
+    run_without_torch("""
+        from gateway.cli import build_parser
+        args = build_parser()[0].parse_args(["serve", "--dummy", "tiny-1.7B-Base", "--device", "cpu"])
+        assert args.dummy == "tiny-1.7B-Base" and "torch" not in sys.modules
+    """)

@@ -60,8 +60,6 @@ def add_parser(sub):
 
 
 def run(args, argv: list[str]) -> int:
-    from engine import default_device_dtype
-
     from ..core import EngineSpec, starts
     from ..fatal import StartupError
     from ..frontends import listening_socket, refuse_taken, share, start_frontends
@@ -72,7 +70,6 @@ def run(args, argv: list[str]) -> int:
     if args.replicas:
         from ..replicas.launch import run as run_replicas
         return run_replicas(args, argv)
-    default_device_dtype(args.device, args.dtype)           # a CUDA device this torch cannot use fails here, at once
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
