@@ -1,7 +1,6 @@
 """Word timestamps from one forward: the argmax class at each `<timestamp>` token, times 80 ms."""
 import contextlib
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +15,7 @@ from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
 from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
 from .forward import Forward
 from .model import AlignerModel
-from .text import segment
-
-
-@dataclass
-class Word:
-    word: str
-    start: float          # seconds
-    end: float
-    char_start: int
-    char_end: int
+from .text import Word, segment
 
 
 def repair(values: list[float]) -> list[int]:

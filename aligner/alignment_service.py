@@ -22,9 +22,10 @@ class AlignmentUnavailable(RuntimeError):
 
 class AlignmentService:
     def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 384.0, max_queue: int = 1024,
-                 side_work=None, gather: float = 0.25, gather_margin: float = 0.6):
+                 side_work=None, gather: float = 0.25, gather_margin: float = 0.6, rate: int = RATE):
         """`aligner`: anything with align_units(); `side_work`: the engine's turn hook (None: run at once)."""
-        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * RATE)
+        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * rate)
+        self.rate = rate                          # the engine's audio, which the jobs hold
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
         self.jobs: queue.Queue = queue.Queue()
@@ -115,7 +116,7 @@ class AlignmentService:
     def _align(self, batch: list) -> None:
         if not batch:
             return
-        audio_s = sum(len(audio) for audio, *_ in batch) / RATE
+        audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
 
@@ -129,7 +130,7 @@ class AlignmentService:
                 yield count, t
         self.stats["queued_seconds"] += sum(time.monotonic() - item[4] for item in batch)
         t0 = time.perf_counter()
-        results = self.aligner.align_units(items, RATE, turn if self.side_work else None)
+        results = self.aligner.align_units(items, self.rate, turn if self.side_work else None)
         if len(results) != len(batch):
             raise RuntimeError(f"the aligner answered {len(results)} of {len(batch)} jobs")
         self.stats["busy_seconds"] += time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """Barge-in: how much of a context's text was spoken when playback stopped (a word counts past its midpoint)."""
 from dataclasses import dataclass
 
-from .align import Word
+from .text import Word
 
 
 @dataclass

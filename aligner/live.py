@@ -6,18 +6,18 @@ import numpy as np
 
 from engine.core.clock import REAL_CLOCK, Clock
 
-from .align import Word
+from .text import Word
 from .bargein import spoken_until
-from .stream import WordStream
+from .stream import RATE, WordStream
 
 
 class LiveWords:
     def __init__(self, service, language: str = "auto", timeout: float = 5.0, clock: Clock = REAL_CLOCK,
                  on_words: Callable[[list[Word]], Awaitable] | None = None,
-                 on_failure: Callable[[str], Awaitable] | None = None):
+                 on_failure: Callable[[str], Awaitable] | None = None, rate: int = RATE):
         self.service, self.timeout, self.clock = service, timeout, clock
         self.on_words, self.on_failure = on_words, on_failure
-        self.stream = WordStream(language)
+        self.stream = WordStream(language, rate=rate)
         self.first_audio: float | None = None    # when the player starts
         self.failed = False
         self.changed = asyncio.Event()           # new input for the stream

@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .align import Word
-from .text import Unit, segment
+from .text import Unit, Word, segment
 
-RATE = 24000        # the engine's audio
+RATE = 24000        # the default only: a front end passes the engine's info["sample_rate"]
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
 GUARD = 0.16        # provisional words end this long before their audio
 UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks
@@ -57,11 +56,12 @@ class _Utterance:
 
 class WordStream:
     def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 6.0,
-                 step: float = 0.24, min_audio: float = 0.9, opening_audio: float = 0.5, opening: float = 2.0):
+                 step: float = 0.24, min_audio: float = 0.9, opening_audio: float = 0.5, opening: float = 2.0,
+                 rate: int = RATE):
         """Windows starting in an utterance's first `opening` s (its words are played soonest) need `opening_audio`."""
-        self.language, self.margin, self.lookahead = language, margin, lookahead
-        self.batch, self.step, self.min_audio = int(batch * RATE), int(step * RATE), int(min_audio * RATE)
-        self.opening_audio, self.opening = int(opening_audio * RATE), int(opening * RATE)
+        self.language, self.margin, self.lookahead, self.rate = language, margin, lookahead, rate
+        self.batch, self.step, self.min_audio = int(batch * rate), int(step * rate), int(min_audio * rate)
+        self.opening_audio, self.opening = int(opening_audio * rate), int(opening * rate)
         self.text = ""
         self.bounds: list[int] = []          # where each closed utterance's text ends
         self.words: list[Word] = []          # settled
@@ -81,7 +81,7 @@ class WordStream:
     def end_audio(self) -> None:
         u = self.utterances[-1]
         u.text_end = self._text_end(u.index)
-        self.utterances.append(_Utterance(u.index + 1, u.time + (u.window + u.length) / RATE))
+        self.utterances.append(_Utterance(u.index + 1, u.time + (u.window + u.length) / self.rate))
 
     @property
     def pending(self) -> bool:
@@ -90,7 +90,7 @@ class WordStream:
     @property
     def settled_time(self) -> float:
         u = self.utterances[0]
-        return u.time + u.window / RATE
+        return u.time + u.window / self.rate
 
     def due_in(self, played: float) -> float:
         return self.settled_time - self.lookahead - played
@@ -114,12 +114,12 @@ class WordStream:
         units = [Unit(x.text, x.start + start, x.end + start) for x in segment(self.text[start:end], self.language)]
         whole = final or len(self.bounds) > u.index
         if not final:
-            seconds, pace = u.length / RATE, self.pace()
+            seconds, pace = u.length / self.rate, self.pace()
             chars = 20 + CHARS_PER_S * seconds if pace is None else 8 + min(CHARS_PER_S, PACE * pace) * seconds
             reach = [x for x in units[:4 + int(UNITS_PER_S * seconds)] if x.end - start <= chars]
             units, whole = reach, whole or len(reach) < len(units)
         u.aligned = u.window + u.length
-        job = Job(u.audio(), units, u.time + u.window / RATE, final, whole,
+        job = Job(u.audio(), units, u.time + u.window / self.rate, final, whole,
                   self.margin if u.window >= self.opening else min(self.margin, GUARD))
         if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
@@ -127,7 +127,7 @@ class WordStream:
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
-        u, duration = self.utterances[0], len(job.audio) / RATE
+        u, duration = self.utterances[0], len(job.audio) / self.rate
         words = [Word(self.text[x.start:x.end], job.start + min(s, duration), job.start + min(e, duration),
                       x.start, x.end) for x, (s, e) in zip(job.units, spans)]
         n = len(words)
@@ -143,7 +143,7 @@ class WordStream:
         if job.final:
             self.utterances.popleft()
         elif settled:
-            cut = min(u.length, max(0, round((settled[-1].end - job.start) * RATE)))
+            cut = min(u.length, max(0, round((settled[-1].end - job.start) * self.rate)))
             u.cut(cut)
         return settled
 

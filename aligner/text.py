@@ -1,9 +1,9 @@
-"""Word units as the forced aligner's processor cuts them, each with its span in the original text."""
+"""Word units as the forced aligner's processor cuts them, each with its span in the original text; aligned words."""
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
-from .config import ASSETS
 from .normal_form import normalized
 
 CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
@@ -12,11 +12,23 @@ KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))
 HANGUL = ((0xAC00, 0xD7AF), (0x1100, 0x11FF), (0x3130, 0x318F))
 
 
+KOREAN_WORDS = Path(__file__).parent / "assets" / "korean_dict_jieba.dict"
+
+
 @dataclass(frozen=True)
 class Unit:
     text: str
     start: int       # character offsets into the segmented text
     end: int
+
+
+@dataclass
+class Word:
+    word: str
+    start: float          # seconds
+    end: float
+    char_start: int
+    char_end: int
 
 
 def _in(ch: str, ranges) -> bool:
@@ -110,5 +122,5 @@ def _japanese(text: str) -> list[str]:
 @lru_cache(maxsize=1)
 def _korean():
     from soynlp.tokenizer import LTokenizer
-    lines = (ASSETS / "korean_dict_jieba.dict").read_text(encoding="utf-8").splitlines()
+    lines = KOREAN_WORDS.read_text(encoding="utf-8").splitlines()
     return LTokenizer(scores={line.split()[0]: 1.0 for line in lines if line.strip()})

@@ -1,4 +1,4 @@
-"""The engine's 24 kHz PCM -> a socket's audio (pcm_s16le, mulaw, alaw, opus), resampled streaming-exact."""
+"""The engine's PCM -> a socket's audio (pcm_s16le, mulaw, alaw, opus), resampled streaming-exact."""
 import asyncio
 from math import gcd
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from .codecs import CODECS, OPUS_PACKET_MS, PacketEncoder
 
-SOURCE_RATE = 24000
+SOURCE_RATE = 24000          # the default only: the gateway passes the engine's info["sample_rate"]
 
 
 class Resampler:
@@ -75,9 +75,9 @@ def mulaw_to_pcm16(data: bytes) -> np.ndarray:
 class AudioEncoder:
     """One continuous audio stream -> the socket's audio messages; reusable after the final chunk."""
 
-    def __init__(self, sample_rate: int = SOURCE_RATE, encoding: str = "pcm_s16le"):
+    def __init__(self, sample_rate: int = SOURCE_RATE, encoding: str = "pcm_s16le", source: int = SOURCE_RATE):
         self.sample_rate, self.encoding = sample_rate, encoding
-        self.resampler = Resampler(sample_rate) if sample_rate != SOURCE_RATE else None
+        self.resampler = Resampler(sample_rate, source) if sample_rate != source else None
         self.codec = PacketEncoder(encoding, sample_rate) if encoding in CODECS else None
 
     def encode(self, pcm: np.ndarray, final: bool = False) -> list[tuple[bytes, int]]:

@@ -21,11 +21,11 @@ class Context:
     def __init__(self, session, settings: p.Text):
         self.session, self.settings, self.id = session, settings, settings.context_id
         self.clock, fmt = session.gateway.clock, session.format
-        self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
+        self.encoder = AudioEncoder(fmt.sample_rate, fmt.encoding, session.gateway.engine.info["sample_rate"])
         self.utterances: deque[Utterance] = deque()
         self.text = ClientText(settings)     # as sent, and as spoken
         gw = session.gateway
-        self.words = context_words(self, gw.aligner, gw.config.aligner_timeout) \
+        self.words = context_words(self, gw.aligner, gw.aligner_timeout) \
             if gw.aligner is not None and settings.word_timestamps else None
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio

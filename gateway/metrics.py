@@ -2,7 +2,6 @@
 import time
 from collections import Counter, deque
 
-SAMPLES_PER_FRAME = 1920                              # 24 kHz / 12.5 Hz codec frames
 TTFA_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 RTF_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
 
@@ -56,12 +55,8 @@ class Metrics:
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
-        self.audio_samples = 0                       # 24 kHz samples the engine delivered to the gateway
+        self.audio_samples = 0                       # samples (at the engine's rate) the engine delivered
         self.frame_rate = FrameRate()
-
-    @property
-    def frames(self) -> int:
-        return self.audio_samples // SAMPLES_PER_FRAME
 
     def snapshot(self, **gauges) -> dict:
         return dict(ttfa=(self.ttfa.counts, dict(self.ttfa.sums)), rtf=(self.rtf.counts, dict(self.rtf.sums)),
@@ -78,16 +73,18 @@ class Metrics:
             total.audio_samples += snap["audio_samples"]
         return total
 
-    def render(self, gauges: dict[str, tuple[str, float]]) -> str:
+    def render(self, gauges: dict[str, tuple[str, float]], info: dict) -> str:
+        """`info`: the engine's (its sample_rate and samples_per_frame)."""
+        frames = self.audio_samples // info["samples_per_frame"]
         window = f"over the last {self.frame_rate.window:.0f} s of scrapes"
         lines = _family("tts_frames_per_second", "gauge", f"codec frames generated per second ({window})",
-                        [f"tts_frames_per_second {self.frame_rate.update(self.frames):.3f}"])
+                        [f"tts_frames_per_second {self.frame_rate.update(frames):.3f}"])
         for name, (text, value) in gauges.items():
             lines += _family(name, "gauge", text, [f"{name} {value:g}"])
         lines += _family("tts_frames_total", "counter", "codec frames generated (80 ms of audio each)",
-                         [f"tts_frames_total {self.frames}"])
+                         [f"tts_frames_total {frames}"])
         lines += _family("tts_audio_seconds_total", "counter", "audio generated",
-                         [f"tts_audio_seconds_total {self.audio_samples / 24000:.3f}"])
+                         [f"tts_audio_seconds_total {self.audio_samples / info['sample_rate']:.3f}"])
         lines += _family("tts_requests_total", "counter", "engine requests started",
                          [f'tts_requests_total{{api="{api}"}} {n}' for api, n in sorted(self.requests.items())])
         lines += _family("tts_errors_total", "counter", "errors sent to clients",

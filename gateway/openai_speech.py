@@ -13,7 +13,6 @@ from qwen_tts_client import protocol as p
 from .body import body_field, read_json
 from .containers import FORMATS, SIZED, ContainerEncoder
 from .http_api import ApiError, api
-from .metrics import SAMPLES_PER_FRAME
 from .streams import EngineStream
 from .tempo import MAX_SPEED, MIN_SPEED
 from .text_filter import FILTERS, Filters
@@ -47,7 +46,7 @@ async def speech(request: Request, gateway) -> Response:
     synthesis = SynthesisRequest(text=spoken, voice=_voice(body, gateway), max_frames=gateway.config.max_frames,
                                  language=body_field(body, "language", str, "auto"),
                                  instruct=body_field(body, "instructions", str) or None, non_streaming_text=None)
-    encoder = ContainerEncoder(fmt, streamed, float(speed))
+    encoder = ContainerEncoder(fmt, streamed, float(speed), gateway.engine.info["sample_rate"])
     stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
     pieces = _encoded(stream, encoder)
     try:
@@ -93,7 +92,7 @@ async def _events(first: bytes, pieces, stream: EngineStream):
     async for data in _rest(first, pieces):
         yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
     if stream.finish_reason is not None:
-        frames = stream.samples // SAMPLES_PER_FRAME
+        frames = stream.frames
         usage = {"input_tokens": 0, "output_tokens": frames, "total_tokens": frames}
         yield _event({"type": "speech.audio.done", "usage": usage})
 

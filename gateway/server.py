@@ -99,7 +99,8 @@ async def metrics(request: Request) -> PlainTextResponse:
                       tts_aligner_busy_seconds=("time spent aligning, cumulative", stats.get("aligner_busy_s", 0.0)),
                       tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
                                                  stats.get("aligner_audio_s", 0.0)))
-    return PlainTextResponse(gateway.metrics.merged(others).render(gauges), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
+                             media_type="text/plain; version=0.0.4")
 
 
 def create_app(gateway: Gateway) -> Starlette:

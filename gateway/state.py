@@ -29,7 +29,7 @@ class GatewayConfig:
     max_utterance_chars: int = 5000      # an utterance's text (between flushes)
     max_frames: int | None = None        # cap on every utterance (12.5 frames = 1 s); None: the engine's text budget
     shutdown_grace: float = 10.0
-    aligner_timeout: float = 5.0         # an alignment job slower than this ends the context's word timestamps
+    aligner_timeout: float | None = None  # an alignment job slower than this ends the context's words (None: by device)
     voice_map: dict[str, str] = field(default_factory=lambda: dict(OPENAI_VOICES))   # HTTP: OpenAI names -> voices
     limits: Limits = field(default_factory=Limits)
     workers: int = 1                     # the server's front-end processes, this one among them
@@ -64,6 +64,12 @@ class Gateway:
     @property
     def aligner(self):
         return self.engine.aligner
+
+    @property
+    def aligner_timeout(self) -> float:
+        """5 s on a GPU; 60 s on a CPU, where a published-size aligner takes ~17 s a job on two cores."""
+        timeout = self.config.aligner_timeout
+        return timeout if timeout is not None else 5.0 if self.engine.info.get("device") == "cuda" else 60.0
 
     async def start(self) -> None:
         try:

@@ -4,19 +4,23 @@ from typing import AsyncIterator
 
 from engine import AudioChunk, SynthesisRequest
 
-from .audio import SOURCE_RATE
 from .metrics import Metrics
 
 
 class EngineStream:
     def __init__(self, engine, metrics: Metrics, request: SynthesisRequest, api: str, started_at: float | None = None):
         self.handle = engine.submit(request)
+        self.rate, self.samples_per_frame = engine.info["sample_rate"], engine.info["samples_per_frame"]
         self.metrics, self.api = metrics, api
         self.started_at = started_at or time.monotonic()
         self.first_audio: tuple[float, int] | None = None      # (time, samples of the first chunk)
         self.samples = 0
         self.finish_reason: str | None = None
         metrics.requests[api] += 1
+
+    @property
+    def frames(self) -> int:
+        return self.samples // self.samples_per_frame
 
     def append(self, text: str) -> None:
         self.handle.append_text(text)
@@ -43,5 +47,5 @@ class EngineStream:
         if chunk.final:
             self.finish_reason = chunk.finish_reason
             if self.first_audio and self.samples > self.first_audio[1] and chunk.finish_reason != "cancelled":
-                after_first = (self.samples - self.first_audio[1]) / SOURCE_RATE
+                after_first = (self.samples - self.first_audio[1]) / self.rate
                 self.metrics.rtf.observe((now - self.first_audio[0]) / after_first, self.api)

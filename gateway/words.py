@@ -4,8 +4,6 @@ import logging
 from aligner import LiveWords
 from qwen_tts_client import protocol as p
 
-from .audio import SOURCE_RATE
-
 log = logging.getLogger("qwen_tts_gateway")
 
 
@@ -22,12 +20,12 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
                                                   f"context ({reason}); its audio continues", False, ctx.id))
 
     return LiveWords(service, ctx.settings.language or "auto", timeout, ctx.clock, on_words=send_words,
-                     on_failure=unavailable)
+                     on_failure=unavailable, rate=ctx.session.gateway.engine.info["sample_rate"])
 
 
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:
     played = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
-    msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, SOURCE_RATE))
+    msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, ctx.session.gateway.engine.info["sample_rate"]))
     until = 0 if played == 0 else ctx.words.spoken_until(played) if ctx.words else None
     if until is not None:
         text, until = ctx.text.whole(), ctx.text.until(until)

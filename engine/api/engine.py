@@ -121,9 +121,9 @@ class Engine:
         return self.voices.names()
 
     def description(self) -> dict:
-        """What a client in another process needs to check requests and read stored voices."""
+        """What a client in another process needs to check requests and read stored voices: plain data, no torch."""
         store = self.voices.store
-        return dict(info=self.info, cfg=self.model.cfg, check=self.model.check_request,
+        return dict(info=self.info, rules=self.model.request_rules, check=self.model.check_request,
                     max_text_chars=self.validator.max_text_chars,
                     voices_dir=str(store.path) if store is not None else None)
 

@@ -3,8 +3,6 @@ import importlib
 import json
 from pathlib import Path
 
-from engine.models.weights import ModelLoadError
-
 FAMILIES = {"qwen3_tts": "engine.models.qwen3_tts.model"}      # model_type -> the module with its load_model
 DEFAULT_FAMILY = "qwen3_tts"        # random weights (--dummy) and hub ids, resolved by its loader
 
@@ -15,6 +13,7 @@ def family_of(model: str | None) -> str:
         return DEFAULT_FAMILY
     model_type = json.loads(config.read_text()).get("model_type")
     if model_type not in FAMILIES:
+        from engine.models.weights import ModelLoadError       # torch: not for a front end reading checks.py
         raise ModelLoadError(f"{model}: model_type {model_type!r} is not served; served: {', '.join(FAMILIES)}")
     return model_type
 

@@ -50,6 +50,7 @@ class Model(Protocol):
     device: torch.device
     dtype: torch.dtype
     cfg: object
+    request_rules: object       # what check_request and the Validator read of cfg, as plain data for front ends
     tokenizer: object           # encode, split_control (the prefix's control ids), split_final_batch
     audio: AudioFormat
     kv_layout: KVLayout

@@ -13,7 +13,7 @@ class DefaultsShown(argparse.HelpFormatter):
 
 
 def dummy_variants() -> list[str]:
-    from engine.models.qwen3_tts.config import VARIANTS
+    from engine.models.qwen3_tts import VARIANTS
     return ["tiny", *(f"tiny-{v}" for v in VARIANTS), *VARIANTS]
 
 

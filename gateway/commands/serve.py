@@ -61,8 +61,6 @@ def add_parser(sub):
 
 
 def run(args, argv: list[str]) -> int:
-    from engine import default_device_dtype
-
     from ..core import EngineSpec, starts
     from ..fatal import StartupError
     from ..frontends import listening_socket, refuse_taken, share, start_frontends
@@ -73,14 +71,12 @@ def run(args, argv: list[str]) -> int:
     if args.replicas:
         from ..replicas.launch import run as run_replicas
         return run_replicas(args, argv)
-    device, _ = default_device_dtype(args.device, args.dtype)   # a CUDA device this torch cannot use fails here, at once
-    aligner_timeout = args.aligner_timeout or (5.0 if device.type == "cuda" else 60.0)
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,
                            max_utterance_chars=args.max_utterance_chars,
                            max_frames=args.max_frames, shutdown_grace=args.shutdown_grace,
-                           aligner_timeout=aligner_timeout, voice_map=args.voice_map,
+                           aligner_timeout=args.aligner_timeout, voice_map=args.voice_map,
                            limits=limits.from_args(args))
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,

@@ -53,10 +53,11 @@ def run(args) -> int:
     engine.shutdown()
     pcm = np.concatenate([c.pcm for c in chunks])
     codes = np.concatenate([c.codes for c in chunks])
-    write_wav(args.out, pcm)
+    rate = engine.info["sample_rate"]
+    write_wav(args.out, pcm, rate)
     if args.codes_out:
         np.save(args.codes_out, codes.astype(np.int64))
-    seconds = len(pcm) / 24000
+    seconds = len(pcm) / rate
     print(f"{codes.shape[0]} frames, {seconds:.2f}s audio in {elapsed:.2f}s (RTF {elapsed / max(seconds, 1e-9):.3f}), "
           f"finish: {chunks[-1].finish_reason}", file=sys.stderr)
     return 0

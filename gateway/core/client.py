@@ -144,7 +144,8 @@ class EngineClient:
         self.info = description["info"]
         self.aligner = RemoteAligner(self) if description["aligner"] else None
         self.voices.read(description["voices_dir"])
-        self.validator = Validator(description["cfg"], self.voices, description["max_text_chars"], description["check"])
+        self.validator = Validator(description["rules"], self.voices, description["max_text_chars"],
+                                   description["check"])
         if not self.ready.done():
             self.ready.set_result(None)
 

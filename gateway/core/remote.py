@@ -1,7 +1,7 @@
 """What a front end holds of the core's state: the registered voices as last reported, and the aligner's submit."""
 from concurrent.futures import Future
 
-from engine.models.qwen3_tts.voice_store import VoiceStore
+from engine.models.qwen3_tts.voice_files import VoiceFiles
 
 
 class VoiceNames:
@@ -9,10 +9,10 @@ class VoiceNames:
 
     def __init__(self):
         self.known: list[str] = []
-        self.store: VoiceStore | None = None
+        self.store: VoiceFiles | None = None
 
     def read(self, voices_dir: str | None) -> None:
-        self.store = VoiceStore(voices_dir) if voices_dir else None
+        self.store = VoiceFiles(voices_dir) if voices_dir else None
 
     def __contains__(self, name: str) -> bool:
         return name in self.known or self.store is not None and self.store.version(name) is not None

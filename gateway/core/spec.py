@@ -64,4 +64,4 @@ def warm_up(engine, aligner=None):
     if aligner is None:
         return None
     aligner.align_units([(np.zeros(rate, np.float32), ["warming", "up"])], rate)
-    return AlignmentService(aligner, side_work=engine.side_work).start()
+    return AlignmentService(aligner, side_work=engine.side_work, rate=rate).start()

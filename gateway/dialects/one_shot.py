@@ -64,7 +64,7 @@ def speech(parse, key_header: str, error_body):
 async def _respond(gateway, synthesis: SynthesisRequest, fmt: p.StreamFormat, post, media: str) -> Response:
     """`post(data, final)`: what the dialect makes of our encoder's bytes (float PCM, MP3), or None."""
     stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
-    encoder = AudioEncoder(fmt.sample_rate, fmt.encoding)
+    encoder = AudioEncoder(fmt.sample_rate, fmt.encoding, gateway.engine.info["sample_rate"])
 
     async def pieces():
         async for chunk in stream.chunks():

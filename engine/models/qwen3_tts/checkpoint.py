@@ -3,9 +3,9 @@ import copy
 import json
 from pathlib import Path
 
+from engine.models.qwen3_tts import VARIANTS
+from engine.models.qwen3_tts.config import ASSETS
 from engine.models.weights import ModelLoadError
-
-from engine.models.qwen3_tts.config import ASSETS, VARIANTS
 
 
 def tiny_tts_config(variant: str = "1.7B-CustomVoice") -> dict:

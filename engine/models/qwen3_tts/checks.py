@@ -1,10 +1,30 @@
-"""What a request may ask of a Qwen3-TTS variant: its languages, an instruct, its speakers or clone voices."""
+"""What a request may ask of a Qwen3-TTS variant: its languages, an instruct, its speakers or clone voices. Torch-free:
+a front end checks requests with the rules the engine core sends it."""
+from dataclasses import dataclass
+
 from engine.api.request import EngineInputError, SynthesisRequest
 from engine.api.voice_input import check_reference, check_voice_name
 
 
+@dataclass(frozen=True)
+class RequestRules:
+    """What check_request and the Validator read of a TTSConfig, as plain data (the same names)."""
+    model_type: str
+    model_size: str
+    public_languages: tuple[str, ...]
+    takes_instruct: bool
+    speakers: tuple[str, ...]
+    whole_text_layout: bool
+    generation: dict
+
+    @classmethod
+    def of(cls, cfg) -> "RequestRules":
+        return cls(cfg.model_type, cfg.model_size, tuple(cfg.public_languages), cfg.takes_instruct,
+                   tuple(cfg.speakers), cfg.whole_text_layout, dict(cfg.generation))
+
+
 def check_request(cfg, voices, r: SynthesisRequest) -> None:
-    """A module-level function, so the front end's Validator gets it by reference from the engine core."""
+    """`cfg`: a TTSConfig or its RequestRules. A module-level function: front ends get it by reference."""
     language = (r.language or "auto").lower()
     if language not in cfg.public_languages:
         raise EngineInputError("unknown_language",

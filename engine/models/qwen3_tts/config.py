@@ -6,7 +6,6 @@ from pathlib import Path
 from engine.models.qwen3 import LMConfig
 
 ASSETS = Path(__file__).parent / "assets"
-VARIANTS = ("0.6B-Base", "0.6B-CustomVoice", "1.7B-Base", "1.7B-CustomVoice", "1.7B-VoiceDesign")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from engine.api.request import VoiceRef
 from engine.api.voice_input import resample
 from engine.core.memory import check_weights_fit
 from engine.models.base import AudioFormat, KVLayout
-from engine.models.qwen3_tts.checks import check_request
+from engine.models.qwen3_tts.checks import RequestRules, check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
 from engine.models.qwen3_tts.codec import Codec
 from engine.models.qwen3_tts.config import TTSConfig
@@ -54,6 +54,7 @@ class LoadedModel(TalkerStages, RequestLayout):
         self.text_eos, self.text_pad = c.text_ids["tts_eos"], c.text_ids["tts_pad"]
         self.builder = PromptBuilder(c, self.tts.talker)
         self.role_ids = self.tokenizer.encode_prompt(self.text_prefix)
+        self.request_rules = RequestRules.of(c)
 
     def voices(self, voices_dir: str | None, capacity: int) -> VoiceCache:
         store = VoiceStore.for_model(voices_dir, self.name, capacity) if voices_dir else None
@@ -63,7 +64,8 @@ class LoadedModel(TalkerStages, RequestLayout):
     def info(self) -> dict:
         c = self.cfg
         return dict(model=self.name, model_type=c.model_type, model_size=c.model_size, speakers=list(c.speakers),
-                    languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE)
+                    languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE,
+                    samples_per_frame=SAMPLES_PER_FRAME, device=self.device.type)
 
     @torch.inference_mode()
     @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
