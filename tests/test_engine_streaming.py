@@ -6,18 +6,11 @@ import pytest
 
 from helpers import assert_audio_close
 
-from engine import Engine, SamplingParams, SynthesisRequest
+from engine import SamplingParams, SynthesisRequest
 
 TEXTS = ["Hello there, how are you doing today?", "Short one.",
          "The quick brown fox jumps over the lazy dog, again and again, until the sun goes down.",
          "Numbers like 3.14159 and dates like 2026-11-22 are spoken too."]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    e = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
-    yield e
-    e.shutdown()
 
 
 def run(engine, request):
