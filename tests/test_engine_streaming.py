@@ -37,6 +37,7 @@ def read_later_from(engine, request):
     engine.step.audio.read_later_from = 64
 
 
+@pytest.mark.slow
 def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_later_from):
     alone = [run(engine, r) for r in requests()]
     victim = engine.submit(SynthesisRequest(text=TEXTS[2], voice="vivian", max_frames=200, ignore_eos=True))

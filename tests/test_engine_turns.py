@@ -4,6 +4,8 @@ turn, and a turn stuck on the host holds it back at most the gate's timeout."""
 import threading
 import time
 
+import pytest
+
 from engine import SamplingParams, SynthesisRequest
 from engine.core.side_work import SideWork
 
@@ -61,6 +63,7 @@ def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
     thread.join()
 
 
+@pytest.mark.slow
 def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step(engine):
     """A side worker asks for 0.3 s turns all through a stream; the engine gives them only when the stream has that
     (and a few steps) ahead of a real-time listener, does not step during one, and the listener never runs dry."""

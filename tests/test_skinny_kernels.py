@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("triton")
+pytestmark = pytest.mark.slow                # Triton's interpreter
 
 SCRIPT = r"""
 import torch
@@ -49,8 +50,6 @@ assert max(worst.values()) < 1e-5, worst
 SAMPLER = r"""
 import torch
 from engine.kernels import row_sampler, sampling
-
-pytestmark = pytest.mark.slow                # Triton's interpreter
 torch.manual_seed(0)
 rows, vocab = 6, 300                            # pads to 512: a masked tail
 logits = (torch.randn(rows, vocab) * 3).to(torch.bfloat16).float()      # as the bf16 heads give: many ties
