@@ -2,6 +2,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -9,3 +10,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]      # this checkout's ga
 sys.path.append(str(Path(__file__).parent / "stubs"))   # torchaudio stand-in for importing qwen_tts
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """One started tiny engine (8 streams) for the files that only submit to it and restore what they patch; a file
+    may define its own. A gateway's engine is its own: the engine core serving it shuts it down with the gateway."""
+    from engine import Engine
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
+    yield engine
+    engine.shutdown()

@@ -3,6 +3,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP="python3 -m pip install -qq --disable-pip-version-check"     # -qq: errors only
+# a second run skips the installs: the stamp (in the interpreter's prefix, so a fresh machine or venv has none) holds
+# the hash of this script, both pyprojects, the checkout and the interpreter, and every group's package is there
+STAMP="$(python3 -c 'import sys; print(sys.prefix)')/qwen-tts-gateway-tests.stamp"
+KEY="$( { cat tests/run.sh pyproject.toml integrations/pyproject.toml; pwd; command -v python3; } | sha256sum)"
+installed() {
+    [ "$(cat "$STAMP" 2>/dev/null)" = "$KEY" ] && python3 -c "import importlib.metadata as m
+for name in ('torch', 'qwen-tts-gateway', 'qwen-tts-client', 'ray', 'livekit-plugins-cartesia', 'pipecat-ai',
+             'elevenlabs', 'librosa', 'nagisa', 'soynlp', 'triton', 'qwen-tts', 'qwen-asr', 'playwright'):
+    m.distribution(name)" 2>/dev/null
+}
+install() {
 $PIP torch==2.13.0                      # the local CPU build; an unpinned torch pulls GBs of CUDA packages
 # the project with its client package (a dependency by path), Ray Serve (--replicas), the test extra (with the
 # transformers of the parity tests) and the client's agent frameworks, in one resolve (alone, Ray's protobuf breaks
@@ -18,6 +29,11 @@ $PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.4
 # last, the official implementations, for parity, without their pins (accelerate, gradio, transformers 4.57.3 for
 # qwen-tts, ...) that the tests do not need; any later install would list each of them as a conflict
 $PIP --no-deps --no-warn-conflicts qwen-tts==0.1.1 qwen-asr==0.0.6
+}
+if ! installed; then
+    install
+    echo "$KEY" > "$STAMP" || true
+fi
 # Debian's Chromium for the playground's test (tests/test_playground.py), which the playwright package drives
 if ! command -v chromium >/dev/null; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \

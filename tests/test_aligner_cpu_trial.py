@@ -3,9 +3,12 @@ longer than --aligner-timeout a job on a laptop's cores), and it gives words."""
 import argparse
 
 import numpy as np
+import pytest
 
 from gateway.commands import serve
 from gateway.core import EngineSpec
+
+pytestmark = pytest.mark.slow                # `serve` processes
 
 
 def serve_args(*argv: str) -> argparse.Namespace:

@@ -52,6 +52,17 @@ def words_of(log):
             for w, s, e, a, b in zip(m.words, m.start, m.end, m.char_start, m.char_end)]
 
 
+def playback_end(log) -> float:
+    """When a real-time player of the log's audio ends: it starts at the first chunk and waits for a late one. Wall
+    time (a fake clock held to the audio received would make the bound hold by construction); a loaded machine's
+    engine, slower than real time, delays the player instead of failing the test."""
+    end = None
+    for t, m in log:
+        if isinstance(m, p.Audio):
+            end = (t if end is None else max(end, t)) + len(m.data) / 2 / 24000
+    return end
+
+
 def test_words_cover_the_text_in_order_before_playback_ends(server):
     parts = ["Hello there, my friend. ", "How are you today?", " Fine, thanks 2.5 times."]
     log, _ = asyncio.run(converse(server, p.Text("w", parts[0], seed=1), p.Text("w", parts[1]), p.Flush("w"),
@@ -63,19 +74,20 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
     assert [s for _, s, *_ in words] == sorted(s for _, s, *_ in words)
     kinds = [type(m).__name__ for _, m in log if not isinstance(m, p.Audio)]
     assert kinds[-1] == "Done" and kinds.count("Flushed") == 1
-    first_audio = next(t for t, m in log if isinstance(m, p.Audio))
     flushed_at = next(i for i, (_, m) in enumerate(log) if isinstance(m, p.Flushed))
     samples_before = sum(len(m.data) // 2 for _, m in log[:flushed_at] if isinstance(m, p.Audio))
     second = [w for w in words if w[3] >= len(parts[0] + parts[1])]
     assert second and second[0][1] >= samples_before / 24000            # cumulative times across the flush
     assert not [m for _, m in log[flushed_at:] if isinstance(m, p.Words) and m.char_start[0] < len(parts[0] + parts[1])]
-    playback_end = first_audio + log[-1][1].audio_ms / 1000
     for t, m in log:
         if isinstance(m, p.Words):                                     # known before a real-time player ends
-            assert t <= playback_end
+            assert t <= playback_end(log)
     assert max(e for _, _, e, *_ in words) <= log[-1][1].audio_ms / 1000 + 1e-3
-    metrics = httpx.get(f"{server.url}/metrics").text
-    assert "tts_aligner_queued_jobs 0" in metrics and "tts_aligner_busy_seconds" in metrics
+    deadline = time.monotonic() + 10                 # the core reports every 0.1 s: one may predate the last job's end
+    while "tts_aligner_queued_jobs 0" not in (metrics := httpx.get(f"{server.url}/metrics").text):
+        assert time.monotonic() < deadline, metrics
+        time.sleep(0.1)
+    assert "tts_aligner_busy_seconds" in metrics
 
 
 def barge_in(srv, context_id, first, more, played_ms=lambda got: None):
@@ -181,8 +193,9 @@ def test_a_context_refused_at_its_first_text_leaves_no_alignment_task(server):
                 await ws.send(p.encode(p.Text(f"bad-{i}", "Hello there.", voice="nobody")))
                 msg = p.parse_server(await asyncio.wait_for(ws.recv(), 10))
                 assert isinstance(msg, p.Error) and msg.code == p.UNKNOWN_VOICE
-            await asyncio.sleep(0.3)
-            return running()
+            async with asyncio.timeout(10):      # one that ends does so at once; a leaked one waits for the socket
+                while running() > before:
+                    await asyncio.sleep(0.05)
 
     before = running()
-    assert asyncio.run(main()) == before
+    asyncio.run(main())

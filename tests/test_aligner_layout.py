@@ -121,6 +121,7 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
     assert torch.equal(*runs)
 
 
+@pytest.mark.slow
 def test_graph_buffers_serve_the_batches_they_were_captured_for(aligner, monkeypatch):
     """CUDA graphs stood in for on the CPU (a 'replay' runs the function on the captured buffers and writes the
     static output): every key's buffers take the inputs of a batch that lands on it, and give the eager classes,

@@ -92,6 +92,7 @@ def test_the_issues_mix_scaled_to_four_rows_runs_on_its_graphs(aligner, monkeypa
     assert captured == eager and calls and not any(calls)
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.floats(0.05, 9.0), st.integers(1, 30)), min_size=1, max_size=8))
 def test_random_mixes_on_the_stand_in_graphs_equal_eager(aligner, monkeypatch, mix):

@@ -26,6 +26,8 @@ from aligner.config import PUBLISHED, tiny_config  # noqa: E402
 from aligner.text import clean, segment  # noqa: E402
 from engine.models.weights import seed_weights  # noqa: E402
 
+pytestmark = pytest.mark.slow                # parity with qwen-asr
+
 CASES = [
     ("english", "Hello there, it's a fine day in McDonald's iPhone land. 3.5 e.g. don't!", 3.3),
     ("chinese", "我爱北京天安门，ok好的abc。今天 weather 很好", 2.05),

@@ -11,6 +11,8 @@ import pytest
 
 import gateway_harness
 
+pytestmark = pytest.mark.slow                # a fresh venv, pip installs
+
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORK_TESTS = ["tests/test_integrations_livekit.py", "tests/test_integrations_pipecat.py"]
 

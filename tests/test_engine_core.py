@@ -13,6 +13,8 @@ from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
+pytestmark = pytest.mark.slow                # an engine-core process
+
 
 @pytest.fixture()
 def server():

@@ -188,6 +188,7 @@ def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue()
         engine.shutdown()
 
 
+@pytest.mark.slow                                   # a 9,000-token prompt on the CPU
 def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
     from engine.core.runner import MAX_CONTEXT
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192, max_text_chars=20000)

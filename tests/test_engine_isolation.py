@@ -4,16 +4,9 @@ import math
 
 import pytest
 
-from engine import Engine, EngineInputError, SamplingParams, SynthesisRequest
+from engine import EngineInputError, SamplingParams, SynthesisRequest
 
 FRAMES = 12
-
-
-@pytest.fixture(scope="module")
-def engine():
-    built = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
-    yield built
-    built.shutdown()
 
 
 def outcome(handle):

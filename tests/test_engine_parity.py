@@ -14,6 +14,8 @@ from engine.api.validate import Validator
 from engine.models.qwen3_tts.config import TTSConfig
 from reference import SR, cached_model_dir, official_generate
 
+pytestmark = pytest.mark.slow                # parity with qwen-tts
+
 MAX_NEW_TOKENS = 24            # the reference yields at most MAX_NEW_TOKENS - 1 frames
 TEXT = "Hello there, iPhone owners! It's 3:45pm and McDonald's is open."
 

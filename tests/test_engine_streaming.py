@@ -6,18 +6,11 @@ import pytest
 
 from helpers import assert_audio_close
 
-from engine import Engine, SamplingParams, SynthesisRequest
+from engine import SamplingParams, SynthesisRequest
 
 TEXTS = ["Hello there, how are you doing today?", "Short one.",
          "The quick brown fox jumps over the lazy dog, again and again, until the sun goes down.",
          "Numbers like 3.14159 and dates like 2026-11-22 are spoken too."]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    e = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
-    yield e
-    e.shutdown()
 
 
 def run(engine, request):
@@ -44,6 +37,7 @@ def read_later_from(engine, request):
     engine.step.audio.read_later_from = 64
 
 
+@pytest.mark.slow
 def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_later_from):
     alone = [run(engine, r) for r in requests()]
     victim = engine.submit(SynthesisRequest(text=TEXTS[2], voice="vivian", max_frames=200, ignore_eos=True))

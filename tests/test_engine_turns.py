@@ -4,7 +4,9 @@ turn, and a turn stuck on the host holds it back at most the gate's timeout."""
 import threading
 import time
 
-from engine import Engine, SamplingParams, SynthesisRequest
+import pytest
+
+from engine import SamplingParams, SynthesisRequest
 from engine.core.side_work import SideWork
 
 
@@ -61,10 +63,10 @@ def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
     thread.join()
 
 
-def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
+@pytest.mark.slow
+def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step(engine):
     """A side worker asks for 0.3 s turns all through a stream; the engine gives them only when the stream has that
     (and a few steps) ahead of a real-time listener, does not step during one, and the listener never runs dry."""
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2).start()
     stop, turns = threading.Event(), []
 
     def side():
@@ -73,17 +75,16 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step():
                 steps, slack = engine.step.steps, engine.scheduler.slack_s(engine.clock.monotonic())
                 time.sleep(0.3)
                 turns.append((turn.given, slack, engine.step.steps - steps))
+    request = SynthesisRequest(text="A long enough sentence to be spoken for a while.", max_frames=120,
+                               ignore_eos=True, sampling=SamplingParams(seed=1))
+    handle = engine.submit(request)
+    worker = threading.Thread(target=side)
+    worker.start()
     try:
-        request = SynthesisRequest(text="A long enough sentence to be spoken for a while.", max_frames=120,
-                                   ignore_eos=True, sampling=SamplingParams(seed=1))
-        handle = engine.submit(request)
-        worker = threading.Thread(target=side)
-        worker.start()
         arrivals = [(engine.clock.monotonic(), len(c.pcm)) for c in handle.iter_blocking()]
+    finally:
         stop.set()
         worker.join(5)
-    finally:
-        engine.shutdown()
     given = [t for t in turns if t[0]]
     assert given, "no turn was given while the stream generated"
     assert all(slack >= 0.3 for _, slack, _ in given)

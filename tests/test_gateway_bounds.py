@@ -35,6 +35,7 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * 4096 / 2 ** 20
 
 
+@pytest.mark.slow
 def test_a_text_flood_is_refused_before_memory_grows(server):
     piece, floods = "flood " * 816 + "up", 20000              # 4,898 characters, as the issue sent
     before = rss_mb()
@@ -145,6 +146,7 @@ def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
         srv.stop()
 
 
+@pytest.mark.slow
 def test_keepalives_keep_contexts_not_engine_slots():
     clock = FakeClock()
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=32).start(),

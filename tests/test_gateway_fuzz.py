@@ -18,6 +18,8 @@ from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
+pytestmark = pytest.mark.slow                # hypothesis: hundreds of examples against a server
+
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 CODES = {p.INVALID_JSON, p.UNKNOWN_TYPE, p.INVALID_MESSAGE, p.MESSAGE_TOO_LARGE, p.UNKNOWN_CONTEXT,

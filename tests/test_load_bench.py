@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.load_server import ServeProcess
 from bench.load_socket import Speech
+
+pytestmark = pytest.mark.slow                # `serve` processes
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = "--dummy tiny --device cpu --max-frames 8"

@@ -16,6 +16,8 @@ from engine.models.qwen3_tts.config import ASSETS
 from engine.models.weights import seed_weights
 from engine.models.qwen3_tts.checkpoint import tiny_codec_config
 
+pytestmark = pytest.mark.slow                # parity with qwen-tts, in float64
+
 FRAME = 1920
 EXACT = dict(rtol=0, atol=1e-10)
 FLOAT32 = dict(rtol=0, atol=1e-3)

@@ -12,6 +12,8 @@ from server_thread import ServerThread
 from integration_helpers import KEY
 from stand_in_aligner import StandIn
 
+pytestmark = pytest.mark.slow                # Chromium
+
 CHROMIUM = shutil.which("chromium")
 if not CHROMIUM:
     pytest.skip("needs Debian's chromium (tests/run.sh installs it)", allow_module_level=True)

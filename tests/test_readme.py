@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.load_server import ROOT
 from gateway.cli import build_parser
 
@@ -74,6 +76,7 @@ def test_readme_serve_synopsis_is_serve_help():
             assert "default" in formatter._get_help_string(action), flag
 
 
+@pytest.mark.slow                                   # a fresh Python loads the engine
 def test_readme_python_api_snippet_runs_as_written(tmp_path):
     code = fenced(section("Python API"), "python")[0]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "integrations")]))

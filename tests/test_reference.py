@@ -11,6 +11,8 @@ from safetensors.torch import load_file
 from tests.reference import (ASSETS, cached_model_dir, make_official_model_dir, official_decode, official_encode,
                              official_generate, official_last_prompt, official_model, official_speaker_embedding)
 
+pytestmark = pytest.mark.slow                # the official wrapper
+
 VARIANTS = ["1.7B-CustomVoice", "0.6B-CustomVoice", "1.7B-VoiceDesign", "1.7B-Base", "0.6B-Base"]
 TEXT = "The quick brown fox jumps over the lazy dog, while the sun sets slowly behind the quiet hills."
 REF_TEXT = "Hello there, this is a short reference clip."

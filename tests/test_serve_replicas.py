@@ -20,6 +20,8 @@ from bench.load_server import ServeProcess
 from engine.api.wav import write_wav
 from qwen_tts_client import protocol as p
 
+pytestmark = pytest.mark.slow                # Ray Serve
+
 pytest.importorskip("ray.serve")
 SOCKETS = 16
 

@@ -7,10 +7,13 @@ import time
 import urllib.request
 
 import psutil
+import pytest
 import websockets
 
 from bench.load_server import ServeProcess
 from qwen_tts_client import protocol as p
+
+pytestmark = pytest.mark.slow                # `serve` processes
 
 SOCKETS = 16
 

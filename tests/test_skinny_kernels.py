@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("triton")
+pytestmark = pytest.mark.slow                # Triton's interpreter
 
 SCRIPT = r"""
 import torch

@@ -9,6 +9,8 @@ import pytest
 
 from bench.load_server import ROOT, ServeProcess
 
+pytestmark = pytest.mark.slow                # `serve` processes
+
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "integrations"),
                                                                 os.environ.get("PYTHONPATH")])))
 

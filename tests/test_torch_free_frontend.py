@@ -26,7 +26,7 @@ sys.meta_path.insert(0, NoTorch())
 
 
 def run_without_torch(body: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients" / "python")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "integrations")]))
     done = subprocess.run([sys.executable, "-c", NO_TORCH + textwrap.dedent(body)], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -21,6 +21,8 @@ from test_gateway_fuzz import HTTP_CODES, floats, json_values, unicode
 from qwen_tts_client import protocol as p
 from wav_headers import wav_bytes
 
+pytestmark = pytest.mark.slow                # hypothesis: hundreds of examples against a server
+
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 STATUSES: Counter = Counter()

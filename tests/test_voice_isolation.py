@@ -44,6 +44,7 @@ def victim_gap(engine: Engine) -> float:
     return float(np.diff(sent).max())
 
 
+@pytest.mark.slow
 def test_registrations_of_every_extreme_leave_a_stream_its_cadence(engine):
     victim_gap(engine)                                    # warm-up
     alone, beside = [], []
