@@ -74,7 +74,7 @@ def test_an_interruption_ends_the_servers_generation(long_server, kind):
             after = metrics(server)
             generated = after["tts_audio_seconds_total"] - before
             assert after["tts_active_contexts"] == 0
-            next_ctx = await speak_turn(worker, down, PIECES)
+            next_ctx = await speak_turn(worker, down, PIECES, 40)     # up to LONG frames (16 s) on a CPU
             return generating, generated, next_ctx, list(down), list(up)
 
     generating, generated, next_ctx, down, up = asyncio.run(run())

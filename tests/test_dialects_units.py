@@ -37,3 +37,12 @@ def test_close_context_ends_flushed_text_and_stops_the_rest():
     assert dialect._close("a", flushed) == [p.Cancel("a")]                   # Pipecat's interruption after it
     assert dialect._close("b", unflushed) == [p.Cancel("b")]                 # an interruption mid-turn
     assert dialect._close("gone", None) == []
+
+
+def test_an_empty_text_on_an_open_context_is_its_keepalive_and_a_flush_still_flushes():
+    dialect = ElevenLabs.__new__(ElevenLabs)
+    dialect.multi, dialect.contexts = True, {"a": ContextState(CharTimes())}
+    dialect.contexts["a"].times.text = "Hello"
+    assert dialect.from_client('{"text": "", "context_id": "a"}') == [p.Keepalive("a")]     # Pipecat's, mid-turn
+    assert dialect.from_client('{"text": "", "context_id": "a", "flush": true}') == [p.Flush("a")]
+    assert dialect.contexts["a"].times.text == "Hello" and dialect.contexts["a"].flushed

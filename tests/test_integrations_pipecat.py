@@ -73,11 +73,11 @@ def of(frames, kind, context_id=None):
     return [f for f in frames if isinstance(f, kind) and context_id in (None, getattr(f, "context_id", None))]
 
 
-async def speak_turn(worker, down, pieces) -> str:
+async def speak_turn(worker, down, pieces, timeout: float = 10) -> str:
     """Queues one LLM turn; the context id of its audio once its TTSStoppedFrame came."""
     stopped = len(of(down, TTSStoppedFrame))
     await worker.queue_frames(turn(*pieces))
-    await wait_until(lambda: len(of(down, TTSStoppedFrame)) > stopped, 10)
+    await wait_until(lambda: len(of(down, TTSStoppedFrame)) > stopped, timeout)
     return of(down, TTSStoppedFrame)[-1].context_id
 
 

@@ -10,7 +10,7 @@ from qwen_tts_client import protocol as p
 from ..containers import ContainerEncoder
 from .bridge import DialectError, json_body
 from .char_alignment import CharTimes
-from .settings import Ignored, bearer, language, voice
+from .settings import Ignored, auth_headers, language, voice
 
 ENCODINGS = {"pcm": "pcm_s16le", "ulaw": "mulaw", "alaw": "alaw"}
 SAMPLE_RATES = {"pcm": (8000, 16000, 22050, 24000, 44100, 48000), "ulaw": (8000,), "alaw": (8000,)}
@@ -89,7 +89,7 @@ class ElevenLabs:
         return None
 
     def auth_headers(self, ws) -> dict:
-        return bearer(ws.headers.get("xi-api-key") or ws.query_params.get("api_key")) or dict(ws.headers)
+        return auth_headers(ws.headers, ws.query_params, "xi-api-key")
 
     def from_client(self, text: str | None) -> list:
         body = json_body(text)
@@ -117,8 +117,10 @@ class ElevenLabs:
             return [p.End(cid)]                      # stream-input's end of input
         elif piece:
             messages = [p.Text(cid, piece)]
+        elif not body.get("flush"):
+            return [p.Keepalive(cid)]               # {"text": ""} on an open context: its keep-alive, no text
         else:
-            messages = [] if body.get("flush") else [p.Keepalive(cid)]
+            messages = []
         if messages:
             state.times.text += messages[0].text
             state.flushed = False
