@@ -2,6 +2,8 @@
 punctuation mixed in, as replies carry them), and the pieces an LLM streams them in."""
 import random
 
+from qwen_tts_client import protocol as p
+
 SLOTS = dict(
     name=["李明", "王芳", "张伟", "Anna", "David", "佐藤", "田中", "Mike"], city=["北京", "上海", "深圳", "东京", "New York", "杭州"],
     item=["iPhone 15", "MacBook Pro", "Wi-Fi路由器", "USB-C充电器", "AirPods", "Model Y", "GPU服务器", "蓝牙耳机"],
@@ -68,8 +70,7 @@ TEMPLATES = {
            "Mi dispiace, questo articolo è esaurito; dovrebbe tornare disponibile tra circa 12 giorni.",
            "Domani a Roma ci sarà il sole, con una massima di 25 gradi, perfetto per una passeggiata."],
 }
-LANGUAGES = {"zh": "chinese", "en": "english", "ja": "japanese", "ko": "korean", "de": "german", "fr": "french",
-             "ru": "russian", "pt": "portuguese", "es": "spanish", "it": "italian"}
+LANGUAGES = p.LANGUAGE_CODES
 CHARACTER_PIECES = {"zh", "ja", "ko"}     # an LLM streams these 1-2 characters a token; the others a word a token
 
 

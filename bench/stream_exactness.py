@@ -17,7 +17,7 @@ from engine.models.qwen3_tts.requests import ROLE  # noqa: E402
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer  # noqa: E402
 
 
-def stream(tokenizer, intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None]:
+def stream(intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None]:
     """The ids fed for `parts` sent one at a time, and the characters sent when the first text id settled."""
     seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
     intake.add(seq)
@@ -37,7 +37,7 @@ def measure(tokenizer, lang: str, n: int, seed: int) -> dict:
     intake, rng = TextIntake(tokenizer, ROLE), random.Random(seed)
     exact, starts, differ = 0, [], []
     for text in sentences(lang, n, seed):
-        ids, start = stream(tokenizer, intake, pieces(text, lang, rng))
+        ids, start = stream(intake, pieces(text, lang, rng))
         whole = tokenizer.encode_prompt(ROLE, text)
         assert tokenizer.decode(ids) == tokenizer.decode(whole), text       # the same characters, whatever the split
         exact += ids == whole

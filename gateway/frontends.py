@@ -12,22 +12,27 @@ from .fatal import StartupError
 
 def refuse_taken(host: str, port: int) -> None:
     """SO_REUSEPORT would let this server share a port another one listens on: a bind without it finds that one."""
-    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # a closed server's TIME_WAIT is no owner
     try:
-        probe.bind((host, port))
+        _bound(host, port, reuse_port=False).close()
     except OSError as exc:
         raise StartupError(f"port {port} on {host} is already in use ({exc.strerror}): stop the server that holds "
                            f"it or pass another --port") from None
-    finally:
-        probe.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
+    return _bound(host, port, reuse_port=True)
+
+
+def _bound(host: str, port: int, reuse_port: bool) -> socket.socket:
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # a closed server's TIME_WAIT is no owner
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 

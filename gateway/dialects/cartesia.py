@@ -5,17 +5,13 @@ import uuid
 from qwen_tts_client import protocol as p
 
 from .bridge import DialectError, json_body
-from .settings import Ignored, bearer, language, to_f32le, tokens, voice
+from .settings import Ignored, auth_headers, language, to_f32le, tokens, voice
 
 ENCODINGS = {"pcm_s16le": "pcm_s16le", "pcm_f32le": "pcm_s16le", "pcm_mulaw": "mulaw", "pcm_alaw": "alaw"}
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 STATUS = {p.UNAUTHORIZED: 401, p.BUSY: 429, p.TOO_MANY_CONTEXTS: 429, p.NOT_READY: 503, p.SHUTTING_DOWN: 503,
           p.INTERNAL: 500, p.GENERATION_FAILED: 500, p.SLOW_CONSUMER: 408, p.CONTEXT_TIMEOUT: 408}
 IGNORED = ("generation_config", "speed", "duration", "pronunciation_dict_id", "add_phoneme_timestamps")
-
-
-def auth_headers(ws) -> dict:
-    return bearer(ws.headers.get("x-api-key") or ws.query_params.get("api_key")) or dict(ws.headers)
 
 
 def error_body(code: str, message: str, context_id: str | None = None) -> dict:
@@ -63,7 +59,7 @@ class Cartesia:
         return None
 
     def auth_headers(self, ws) -> dict:
-        return auth_headers(ws)
+        return auth_headers(ws.headers, ws.query_params, "x-api-key")
 
     def from_client(self, text: str | None) -> list:
         body = json_body(text)

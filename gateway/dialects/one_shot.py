@@ -15,7 +15,7 @@ from ..openai_speech import _StreamedSpeech, _rest
 from ..streams import EngineStream
 from . import cartesia, elevenlabs
 from .bridge import DialectError
-from .settings import language, to_f32le
+from .settings import auth_headers, language, to_f32le
 
 log = logging.getLogger("qwen_tts_gateway")
 MEDIA = {"pcm_s16le": "audio/pcm", "mulaw": "audio/basic", "alaw": "audio/x-alaw-basic"}
@@ -40,8 +40,7 @@ def speech(parse, key_header: str, error_body):
     async def endpoint(request: Request) -> Response:
         gateway = request.app.state.gateway
         try:
-            key = request.headers.get(key_header) or request.query_params.get("api_key")
-            if not gateway.authorized({"authorization": f"Bearer {key}"} if key else request.headers, {}):
+            if not gateway.authorized(auth_headers(request.headers, request.query_params, key_header), {}):
                 raise DialectError(p.UNAUTHORIZED, "missing or wrong API key")
             if not gateway.ready:
                 raise DialectError(p.NOT_READY, f"server not ready ({gateway.status}); retry shortly")

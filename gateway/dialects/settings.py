@@ -3,18 +3,18 @@ import logging
 
 import numpy as np
 
+from qwen_tts_client import protocol as p
+
 from ..voice_map import resolve
 
 log = logging.getLogger("qwen_tts_gateway")
-LANGUAGES = {"en": "english", "de": "german", "es": "spanish", "fr": "french", "it": "italian", "pt": "portuguese",
-             "ru": "russian", "ko": "korean", "ja": "japanese", "zh": "chinese"}
 
 
 def language(code: str | None) -> str | None:
     """An ISO 639-1 code (or a name) -> the model's language name; one it lacks passes on (engine: unknown_language)."""
     if not code:
         return None
-    return LANGUAGES.get(code.lower().split("-")[0], code)
+    return p.LANGUAGE_CODES.get(code.lower().split("-")[0], code)
 
 
 def voice(gateway, voice_id: str) -> str | None:
@@ -28,9 +28,10 @@ def voice(gateway, voice_id: str) -> str | None:
     return None
 
 
-def bearer(key: str | None) -> dict[str, str]:
-    """A dialect's key header as the `Authorization` our admission checks."""
-    return {"authorization": f"Bearer {key}"} if key else {}
+def auth_headers(headers, query, key_header: str) -> dict:
+    """A dialect's key (its header, or `api_key` in the query) as the `Authorization` our admission checks."""
+    key = headers.get(key_header) or query.get("api_key")
+    return {"authorization": f"Bearer {key}"} if key else dict(headers)
 
 
 def to_f32le(pcm16: bytes) -> bytes:

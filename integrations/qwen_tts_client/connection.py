@@ -12,8 +12,6 @@ from . import protocol as p
 log = logging.getLogger("qwen_tts_client")
 WEBSOCKET_PATH = "/v1/tts/websocket"
 CONNECTION_FAILED, CONNECTION_LOST, TIMEOUT = "connection_failed", "connection_lost", "timeout"   # client-side codes
-LANGUAGES = {"zh": "chinese", "en": "english", "de": "german", "it": "italian", "pt": "portuguese", "es": "spanish",
-             "ja": "japanese", "ko": "korean", "fr": "french", "ru": "russian"}
 SPEECH_OPTIONS = frozenset(f.name for f in fields(p.Text)) - {"context_id", "text", "end"}
 
 
@@ -27,7 +25,7 @@ class GatewayError(Exception):
 
 def gateway_language(language: str | None) -> str | None:
     """ISO codes ('en', 'en-US') to the gateway's language names; names ('english', 'auto') pass through."""
-    return language and LANGUAGES.get(language.split("-")[0].lower(), language.lower())
+    return language and p.LANGUAGE_CODES.get(language.split("-")[0].lower(), language.lower())
 
 
 def speech_options(**options) -> dict:

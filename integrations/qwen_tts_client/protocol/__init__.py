@@ -7,7 +7,7 @@ from .codes import (ALIGNMENT_UNAVAILABLE, BUSY, CLOSE_GOING_AWAY, CLOSE_INTERNA
                     SLOW_CONSUMER, TEXT_TOO_LONG, TOO_MANY_CONTEXTS, TOO_MUCH_PENDING_TEXT, UNAUTHORIZED,
                     UNKNOWN_CONTEXT, UNKNOWN_LANGUAGE, UNKNOWN_TYPE, UNKNOWN_VOICE)
 from .json_frames import encode, is_unicode, parse_client, parse_server, to_json
-from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, MAX_CONTEXT_ID_BYTES, PROTOCOL_VERSION, SERVER_MESSAGES,
-                       TEXT_LAYOUTS, Audio, Cancel, Cancelled, ClientMessage, Done, End, Error, Flush, Flushed,
+from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, LANGUAGE_CODES, MAX_CONTEXT_ID_BYTES, PROTOCOL_VERSION,
+                       SERVER_MESSAGES, TEXT_LAYOUTS, Audio, Cancel, Cancelled, ClientMessage, Done, End, Error, Flush, Flushed,
                        Keepalive, ProtocolError, Ready, ServerMessage, Text, Words, ends_context)
 from .stream_format import AUDIO_FORMATS, ENCODINGS, SAMPLE_RATES, StreamFormat

@@ -8,6 +8,8 @@ PROTOCOL_VERSION = 1
 ALL_CONTEXTS = "*"
 MAX_CONTEXT_ID_BYTES = 255
 TEXT_LAYOUTS = ("streaming", "whole")   # text fed one token a frame, or all of it in the prompt at the utterance's end
+LANGUAGE_CODES = {"zh": "chinese", "en": "english", "de": "german", "it": "italian", "pt": "portuguese",  # ISO 639-1
+                  "es": "spanish", "ja": "japanese", "ko": "korean", "fr": "french", "ru": "russian"}
 
 
 class ProtocolError(Exception):
