@@ -57,7 +57,8 @@ class Engine:
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
         self.voices = model.voices(voices_dir, max_voices)
-        self.background = Background(model.device)
+        self.background = Background(model.device, busy=lambda: self.scheduler.num_active > 0)
+        self.background.pace(model.voice_modules)
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
         self.step = Step(model, self.runner, self.scheduler, clock)

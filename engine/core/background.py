@@ -1,9 +1,11 @@
 """Work beside the streams (voice registrations): one job at a time on a thread of its own, at the lowest priority
-(CPU: nice 19, its intra-op threads too; CUDA: a low-priority stream), from a bounded queue that answers `busy`."""
+(CPU: nice 19, its intra-op threads too; CUDA: a low-priority stream), from a bounded queue that answers `busy`.
+While streams play, a job is paced after each layer it runs so that it takes at most SHARE of the device."""
 import os
 import queue
 import sys
 import threading
+import time
 from concurrent.futures import Future
 
 import torch
@@ -11,14 +13,35 @@ import torch
 from engine.api.request import EngineInputError
 
 LOWEST_NICE = 19
+SHARE = 0.1     # a priority stream still shares the SMs: kernels beside a step slow it about as long as they run
 
 
 class Background:
-    def __init__(self, device: torch.device, max_waiting: int = 4):
-        self.device, self.max_waiting = device, max_waiting
+    def __init__(self, device: torch.device, max_waiting: int = 4, busy=lambda: False, share: float = SHARE):
+        self.device, self.max_waiting, self.busy, self.share = device, max_waiting, busy, share
         self.jobs: queue.Queue = queue.Queue(max_waiting)
         self._stop = False
         self._thread: threading.Thread | None = None
+        self._since = 0.0
+        self.paced_s = 0.0
+
+    def pace(self, modules) -> None:
+        """After each innermost layer of `modules` that runs on this thread."""
+        for module in modules:
+            for layer in module.modules():
+                if next(layer.children(), None) is None:
+                    layer.register_forward_hook(self._yield)
+
+    def _yield(self, *_) -> None:
+        if threading.current_thread() is not self._thread:
+            return
+        if self.busy():
+            if self.device.type == "cuda":
+                torch.cuda.current_stream().synchronize()
+            pause = (time.perf_counter() - self._since) * (1 - self.share) / self.share
+            time.sleep(pause)
+            self.paced_s += pause
+        self._since = time.perf_counter()
 
     def start(self) -> "Background":
         self._thread = threading.Thread(target=self._run, name="tts-background", daemon=True)
@@ -51,6 +74,7 @@ class Background:
                 continue
             if not future.set_running_or_notify_cancel():      # the caller gave up
                 continue
+            self._since = time.perf_counter()
             try:
                 result = fn(*args)
             except Exception as exc:

@@ -67,6 +67,10 @@ class LoadedModel(TalkerStages, RequestLayout):
                     languages=c.public_languages, takes_instruct=c.takes_instruct, sample_rate=SAMPLE_RATE,
                     samples_per_frame=SAMPLES_PER_FRAME, device=self.device.type)
 
+    @property
+    def voice_modules(self) -> tuple:
+        return self.tts.speaker_encoder, self.codec.encoder
+
     @torch.inference_mode()
     @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
     def make_voice(self, ref: VoiceRef) -> Voice:
