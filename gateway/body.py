@@ -1,15 +1,12 @@
 """An HTTP request's JSON body, refused (413) before it is read when too large; and its fields, checked."""
-import asyncio
 import json
 
 from starlette.requests import Request
 
 from qwen_tts_client import protocol as p
 
-PARSE_ON_LOOP_BYTES = 1 << 20
 
-
-async def read_json(request: Request, limit: int) -> dict:
+async def read_body(request: Request, limit: int) -> bytes:
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"request body exceeds {limit} bytes")
@@ -19,9 +16,16 @@ async def read_json(request: Request, limit: int) -> dict:
         if size > limit:
             raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"request body exceeds {limit} bytes")
         chunks.append(chunk)
-    data = b"".join(chunks)
-    try:        # a voice's 16 MiB body parses beside the loop: the loop's other sockets keep their audio flowing
-        body = json.loads(data) if size < PARSE_ON_LOOP_BYTES else await asyncio.to_thread(json.loads, data)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limit: int) -> dict:
+    return parse_json(await read_body(request, limit))
+
+
+def parse_json(data: bytes) -> dict:
+    try:
+        body = json.loads(data)
     except (ValueError, RecursionError):
         raise p.ProtocolError(p.INVALID_JSON, "request body is not valid JSON (or is nested too deeply)") from None
     if not isinstance(body, dict):

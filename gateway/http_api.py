@@ -9,7 +9,7 @@ from engine import EngineInputError, VoiceRef
 from engine.api.voice_input import check_reference, check_voice_name
 from qwen_tts_client import protocol as p
 
-from .body import body_field, read_json
+from .body import read_body
 
 log = logging.getLogger("qwen_tts_gateway")
 VOICE_EXISTS, NOT_FOUND = "voice_exists", "not_found"
@@ -57,15 +57,13 @@ async def list_voices(request: Request, gateway) -> JSONResponse:
 @api
 async def register_voice(request: Request, gateway) -> JSONResponse:
     """{name, audio: base64 WAV, text, [x_vector_only]}: the clone conditioning is computed once."""
-    body = await read_json(request, gateway.config.limits.max_body_bytes)
-    name = body_field(body, "name", str) or ""
-    check_voice_name(name)
+    rate = gateway.engine.info["sample_rate"]
+    body = await gateway.reference_audio.registration(await read_body(request, gateway.config.limits.max_body_bytes),
+                                                      rate)
+    name = body["name"]
     if name.lower() in gateway.engine.info["speakers"]:
         raise ApiError(VOICE_EXISTS, f"'{name}' is a built-in voice")
-    rate = gateway.engine.info["sample_rate"]
-    audio = await gateway.reference_audio.decode(body_field(body, "audio", str) or "", rate)
-    x_vector_only = body_field(body, "x_vector_only", bool, False)
-    ref = VoiceRef(audio, rate, body_field(body, "text", str), x_vector_only=x_vector_only)
+    ref = VoiceRef(body["audio"], rate, body["text"], x_vector_only=body["x_vector_only"])
     check_reference(ref)
     try:
         await gateway.engine.register_voice(name, ref)
