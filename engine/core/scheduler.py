@@ -1,24 +1,29 @@
 """Continuous batching: which waiting sequences join (slots, KV blocks, prefill budget)."""
 from collections import deque
 
+from engine.core.admission_queue import AdmissionQueue
 from engine.core.sequence import Sequence, Status
 
 LOW_BUFFER_S = 0.3
 
 
 class Scheduler:
-    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv, admission):
+    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv, admission, max_queue_s: float = 0.0):
         self.max_seqs, self.max_prefill_tokens, self.kv, self.admission = max_seqs, max_prefill_tokens, kv, admission
+        self.queue = AdmissionQueue(max_queue_s)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_slots = deque(range(max_seqs))
+        self.steps = self.started = 0
+        self.calm_step_ms, self.promoted_at = float("inf"), None
 
     @property
     def num_active(self) -> int:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
+        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting() \
+            or bool(self.queue)
 
     def holds_audio(self) -> bool:
         return any(s.pending for s in self.running)
@@ -35,9 +40,26 @@ class Scheduler:
         # one waiting for text counts only with audio to play or coming: its first frames make it a listener
         return min((a for s, a in ahead if s.text_ready() or a > 0 or s.unread), default=float("inf"))
 
-    def add(self, seq: Sequence, step_ms: float) -> None:
-        self.admission.admit(seq, self.num_active, step_ms)
-        self.waiting.append(seq)
+    def add(self, seq: Sequence, step_ms: float, now: float = 0.0) -> None:
+        step_ms = self.capacity_ms(step_ms)
+        why = self.admission.blocker(seq, self.num_active, step_ms)
+        if why is None and not self.queue:
+            self.admission.take(seq)
+            self.waiting.append(seq)
+        else:
+            self.queue.enter(self, seq, why, step_ms, now)
+
+    def capacity_ms(self, step_ms: float) -> float:
+        """The step time admission goes by: the moving average lags a burst's prefills, so a step that started no
+        stream shows at once what the running ones cost."""
+        return min(step_ms, self.calm_step_ms)
+
+    def admit_queued(self, step_ms: float, now: float) -> list:
+        """Once a step: the queue's head joins while there is room; returns (seq, error) for those to fail."""
+        if self.promoted_at is not None:
+            self.calm_step_ms = float("inf") if self.started else 1000 * (now - self.promoted_at)
+        self.promoted_at = now
+        return self.queue.admit(self, self.capacity_ms(step_ms), now) if self.queue else []
 
     def admit(self, build_prompt, now: float) -> tuple[list[Sequence], list]:
         """A quarter of the prefill budget while a listener runs low: a long prefill would leave it dry."""
@@ -62,6 +84,7 @@ class Scheduler:
             seqs.append(seq)
             prompts.append(prompt)
             tokens += n
+        self.steps, self.started = self.steps + 1, len(seqs)
         return seqs, prompts
 
     def requeue(self, seq: Sequence) -> None:
@@ -73,6 +96,9 @@ class Scheduler:
 
     def finish(self, seq: Sequence, reason: str) -> None:
         if seq.status is Status.FINISHED:
+            return
+        if self.queue.discard(seq):
+            seq.status, seq.finish_reason = Status.FINISHED, reason
             return
         if seq.status is Status.RUNNING:
             self.running.remove(seq)

@@ -1,0 +1,114 @@
+"""Contexts that cannot join yet wait here, in order, while the engine expects room for them within --max-queue-ms;
+`busy` at once when it does not, or once a context has waited that long. Their text keeps settling meanwhile."""
+import itertools
+import math
+
+
+class AdmissionQueue:
+    def __init__(self, max_wait_s: float):
+        self.max_wait_s = max_wait_s
+        self.entries: dict = {}          # seq -> (arrived at, its KV tokens); insertion order is the FIFO
+        self.tokens = 0
+        self.queued = self.expired = 0
+        self.waited_s = self.max_waited_s = 0.0       # of the contexts admitted from the queue
+        self._ends: tuple[int, list] = (-1, [])
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def seqs(self) -> list:
+        return list(self.entries)
+
+    def oldest_wait_s(self, now: float) -> float:
+        try:                                      # read beside the engine thread (stats)
+            return now - next(iter(self.entries.values()))[0]
+        except (StopIteration, RuntimeError):
+            return 0.0
+
+    def enter(self, sched, seq, why: str | None, step_ms: float, now: float) -> None:
+        """Queues `seq` (refused with `why`: a reason it cannot join now, or None: others wait ahead)."""
+        admission = sched.admission
+        tokens = sum(admission.reserve_tokens(seq))
+        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
+        if not self.max_wait_s:
+            raise admission.busy(why)
+        if wait > self.max_wait_s:
+            raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
+                                 f"queue waits {_ms(self.max_wait_s)} at most)")
+        self.entries[seq] = (now, tokens)
+        self.tokens += tokens
+        self.queued += 1
+
+    def discard(self, seq) -> bool:
+        entry = self.entries.pop(seq, None)
+        if entry is not None:
+            self.tokens -= entry[1]
+        return entry is not None
+
+    def admit(self, sched, step_ms: float, now: float) -> list:
+        """Moves the head into `sched.waiting` while it may join; returns (seq, error) for those to fail: waited past
+        the bound (the oldest first: the FIFO's arrivals are its deadlines' order) or grown past any cache."""
+        admission, failed = sched.admission, []
+        for seq, (since, _) in list(self.entries.items()):
+            if now - since > self.max_wait_s:
+                self.expired += 1
+                failed.append((seq, admission.busy(f"no room within {_ms(self.max_wait_s)} in the queue")))
+                continue
+            try:
+                if admission.blocker(seq, sched.num_active, step_ms) is not None:
+                    break
+            except Exception as exc:             # its text grew past the whole KV cache while it waited
+                failed.append((seq, exc))
+                continue
+            self.discard(seq)
+            admission.take(seq)
+            sched.waiting.append(seq)
+            self.waited_s += now - since
+            self.max_waited_s = max(self.max_waited_s, now - since)
+        return failed
+
+    def _room_s(self, sched, tokens: int, step_ms: float) -> float:
+        """When the streams that end first leave a slot and KV for those queued ahead and this one."""
+        admission = sched.admission
+        slots = admission.max_seqs - sched.num_active - len(self) - 1
+        kv = admission.kv_tokens - admission.reserved - self.tokens - tokens
+        if slots >= 0 and kv >= 0:
+            return 0.0
+        for frames, freed in self._ending(sched):
+            slots, kv = slots + 1, kv + freed
+            if slots >= 0 and kv >= 0:
+                return frames * step_ms / 1000
+        return math.inf
+
+    def _step_wait_s(self, sched, seq, step_ms: float) -> float:
+        """A step past --max-step-ms while streams start carries their prefills, done once those ahead have started
+        (a prefill budget a step); past it with none starting, enough running streams must end to bring it under."""
+        bound = sched.admission.max_step_ms
+        if bound is None or not sched.num_active or step_ms <= bound:
+            return 0.0
+        if sched.started or sched.waiting or self.entries:
+            per_step = max(1, sched.max_prefill_tokens // max(1, sched.admission.prompt_estimate(seq)))
+            return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
+        ends = self._ending(sched)
+        k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
+        return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
+
+    def _ending(self, sched) -> list[tuple[int, int]]:
+        """(frames left, KV tokens freed) of the admitted streams whose end is known, soonest first; once a step."""
+        if self._ends[0] != sched.steps:
+            ends = [(_frames_left(s), s.reserved) for s in itertools.chain(sched.running, sched.waiting)]
+            self._ends = (sched.steps, sorted(e for e in ends if e[0] is not None))
+        return self._ends[1]
+
+
+def _frames_left(seq) -> int | None:
+    """At most this many frames to go: its cap, or the runaway guard of its closed text; None while open-ended."""
+    if seq.finish_reason:
+        return 0
+    if seq.closed or seq.request.max_frames is not None:
+        return max(0, seq.max_frames - seq.frames)
+    return None
+
+
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:.0f} ms"

@@ -1,0 +1,169 @@
+"""A burst is queued, not refused: contexts without room wait in order while the engine expects room within
+--max-queue-ms, on a clock the test moves; `busy` stays immediate where the server is full."""
+from types import SimpleNamespace
+
+import pytest
+
+from engine import Engine, EngineInputError, SynthesisRequest
+from engine.core.admission import Admission
+from engine.core.scheduler import Scheduler
+from engine.core.sequence import Sequence, Status
+from fake_clock import FakeClock
+
+VOICE = SimpleNamespace(key="voice", length=16)
+
+
+def scheduler(max_seqs=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
+    admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16, max_step_ms=max_step_ms)
+    return Scheduler(max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, max_queue_s)
+
+
+def seq(i: int, max_frames: int | None = 10, closed: bool = True) -> Sequence:
+    s = Sequence(i, SynthesisRequest(text="Hello there", max_frames=max_frames, text_complete=closed), None, 0, "",
+                 None)
+    s.prefix = VOICE
+    return s
+
+
+def start(sched: Scheduler, *seqs: Sequence) -> None:
+    """What the step's admit does to a waiting stream, less the model."""
+    for s in seqs:
+        sched.waiting.remove(s)
+        s.status, s.slot = Status.RUNNING, sched.free_slots.popleft()
+        sched.running.append(s)
+
+
+def test_a_burst_beyond_the_slots_is_queued_and_joins_in_order_as_streams_end():
+    sched = scheduler()
+    a, b, c, d, e = (seq(i) for i in range(5))
+    sched.add(a, 40.0, now=0.0), sched.add(b, 40.0, now=0.0)
+    start(sched, a, b)
+    sched.add(c, 40.0, now=0.0)            # a's 10 frames left at 40 ms a step: room in 400 ms
+    sched.add(d, 40.0, now=0.01)           # b's
+    with pytest.raises(EngineInputError, match="2 streams are generating.*room expected in inf") as err:
+        sched.add(e, 40.0, now=0.02)       # no third end is known: refused at once, not queued
+    assert err.value.code == "busy" and sched.queue.seqs() == [c, d]
+    a.frames = 8
+    assert sched.admit_queued(40.0, now=0.1) == [] and len(sched.queue) == 2       # no slot yet
+    sched.finish(a, "eos")
+    assert sched.admit_queued(40.0, now=0.2) == [] and list(sched.waiting) == [c]   # one slot: the oldest
+    sched.finish(b, "eos")
+    assert sched.admit_queued(40.0, now=0.3) == [] and list(sched.waiting) == [c, d]
+    assert sched.admission.refused == 1 and sched.queue.queued == 2 and not sched.queue
+    assert c.reserved and d.reserved and abs(sched.queue.waited_s - 0.49) < 1e-9
+
+
+def test_a_new_context_queues_behind_those_waiting_even_when_it_would_fit():
+    sched = scheduler(max_seqs=3)
+    a, b, c, d = (seq(i) for i in range(4))
+    for s in (a, b):
+        sched.add(s, 10.0, now=0.0)
+    start(sched, a, b)
+    sched.add(c, 10.0, now=0.0)
+    sched.queue.entries = {d: (0.0, 1)} | sched.queue.entries       # d queued first (as if the slot had been taken)
+    assert list(sched.waiting) == [c]
+    e = seq(5)
+    sched.add(e, 10.0, now=0.1)
+    assert sched.queue.seqs() == [d, e]
+
+
+@pytest.mark.parametrize("case", ["slots_open_ended", "kv_committed", "step_running_alone"])
+def test_a_full_server_answers_busy_at_once(case):
+    sched = scheduler(kv_tokens=600 if case == "kv_committed" else 100_000, max_step_ms=64.0)
+    running = [seq(i, max_frames=None, closed=False) for i in range(2 if case == "slots_open_ended" else 1)]
+    for s in running:
+        sched.add(s, 10.0, now=0.0)
+    start(sched, *running)
+    sched.steps, sched.started = 50, 0                            # a while since any stream started
+    step_ms = 90.0 if case == "step_running_alone" else 40.0
+    with pytest.raises(EngineInputError, match={"slots_open_ended": "2 streams are generating",
+                                                "kv_committed": "KV cache is committed",
+                                                "step_running_alone": "at capacity"}[case]) as err:
+        sched.add(seq(9, max_frames=200), step_ms, now=1.0)
+    assert err.value.code == "busy" and not sched.queue and sched.admission.refused == 1
+
+
+def test_a_queued_context_past_the_bound_gets_busy_with_a_clear_message():
+    sched = scheduler(max_seqs=1)
+    a, b = seq(0), seq(1)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=1.0)
+    assert sched.admit_queued(40.0, now=1.3) == [] and sched.queue.seqs() == [b]
+    [(late, error)] = sched.admit_queued(40.0, now=1.501)
+    assert late is b and error.code == "busy" and "no room within 500 ms in the queue" in str(error)
+    sched.finish(b, "error")                           # as the engine thread's _fail does
+    assert not sched.queue and b.status is Status.FINISHED and sched.queue.expired == 1
+    assert sched.admission.reserved == a.reserved + 16                     # b never held any KV
+
+
+def test_a_cancel_while_queued_removes_it_and_the_next_one_takes_its_place():
+    sched = scheduler(max_seqs=1)
+    a, b, c = seq(0), seq(1), seq(2, max_frames=None)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=0.0)
+    reserved = sched.admission.reserved
+    sched.finish(b, "cancelled")
+    assert b.status is Status.FINISHED and b.finish_reason == "cancelled" and not sched.queue
+    assert sched.admission.reserved == reserved
+    sched.add(c, 40.0, now=0.1)
+    sched.finish(a, "eos")
+    assert sched.admit_queued(40.0, now=0.2) == [] and list(sched.waiting) == [c]
+
+
+def test_a_step_slow_from_starting_streams_queues_and_a_step_that_started_none_admits():
+    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    a = seq(0)
+    sched.add(a, 10.0, now=0.0)
+    start(sched, a)
+    sched.started = 40                                  # the last step started a burst's streams: 150 ms
+    b = seq(1)
+    sched.add(b, 150.0, now=0.0)                        # its prefill comes within a step's budget: 150 ms away
+    assert sched.queue.seqs() == [b]
+    assert sched.admit_queued(150.0, now=0.0) == []     # the next step starts streams again
+    assert sched.queue.seqs() == [b]
+    sched.started = 0
+    assert sched.admit_queued(150.0, now=0.04) == []    # this one started none and took 40 ms: the batch fits
+    assert list(sched.waiting) == [b] and not sched.queue
+
+
+def run_until(predicate, engine, timeout_s: float = 60.0) -> None:
+    import time
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline and engine.thread.is_alive(), "the engine did not get there"
+        time.sleep(0.005)
+
+
+def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_past_the_bound_gets_busy():
+    clock = FakeClock()
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, max_queue_ms=60_000, clock=clock).start()
+    try:
+        firsts, ends = [], []
+        sink = lambda handle, item: (firsts.append(handle.id) if getattr(item, "frame_offset", 1) == 0 else None,
+                                     ends.append(item) if isinstance(item, Exception) or item.final else None)
+        burst = [engine.submit(SynthesisRequest(text=f"Hello number {i}.", max_frames=3, ignore_eos=True), sink)
+                 for i in range(3)]
+        streamed = engine.submit(SynthesisRequest(text="Still", text_complete=False, max_frames=3), sink)
+        streamed.append_text(" coming in.")
+        run_until(lambda: len(firsts) == 3, engine)
+        assert firsts == [h.id for h in burst]                  # the third joined from the queue, as room appeared
+        streamed.close_text()
+        run_until(lambda: len(ends) == 4, engine)
+        assert firsts == [h.id for h in burst + [streamed]] and all(c.final and c.frame_offset for c in ends)
+        assert engine.scheduler.admission.refused == 0 and engine.stats()["queued_total"] == 2
+
+        held = engine.submit(SynthesisRequest(text="Holding a slot.", text_complete=False, max_frames=50))
+        other = engine.submit(SynthesisRequest(text="Me too.", text_complete=False, max_frames=50))
+        waiting = engine.submit(SynthesisRequest(text="Let me in", text_complete=False, max_frames=3))
+        waiting.append_text(" please.")
+        run_until(lambda: len(engine.scheduler.queue) == 1 and
+                  engine.scheduler.queue.seqs()[0].num_text_ids > 0, engine)        # its text settled while queued
+        clock.advance(61)
+        with pytest.raises(EngineInputError, match="no room within 60000 ms in the queue") as err:
+            list(waiting.iter_blocking())
+        assert err.value.code == "busy" and engine.stats()["queue_expired"] == 1 and not engine.scheduler.queue
+        held.cancel(), other.cancel()
+    finally:
+        engine.shutdown()
