@@ -45,7 +45,7 @@ class EngineThread:
             busy = self.scheduler.has_work() or self.step.audio.in_flight
             if not busy:
                 self.side_work.idle()
-            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
+            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
             if self._stop:
                 break
             self._follow(self.side_work.close())

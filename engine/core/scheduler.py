@@ -22,8 +22,7 @@ class Scheduler:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting() \
-            or bool(self.queue)
+        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
         return any(s.pending for s in self.running)
