@@ -14,7 +14,8 @@ VOICE = SimpleNamespace(key="voice", length=16)
 
 
 def scheduler(max_seqs=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
-    admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16, max_step_ms=max_step_ms)
+    admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
+                          max_step_ms=max_step_ms)
     return Scheduler(max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, max_queue_s)
 
 
@@ -53,18 +54,30 @@ def test_a_burst_beyond_the_slots_is_queued_and_joins_in_order_as_streams_end():
     assert c.reserved and d.reserved and abs(sched.queue.waited_s - 0.49) < 1e-9
 
 
-def test_a_new_context_queues_behind_those_waiting_even_when_it_would_fit():
-    sched = scheduler(max_seqs=3)
+def test_a_new_context_queues_behind_those_waiting_even_when_a_slot_just_freed():
+    sched = scheduler()
     a, b, c, d = (seq(i) for i in range(4))
-    for s in (a, b):
-        sched.add(s, 10.0, now=0.0)
+    sched.add(a, 40.0, now=0.0), sched.add(b, 40.0, now=0.0)
     start(sched, a, b)
-    sched.add(c, 10.0, now=0.0)
-    sched.queue.entries = {d: (0.0, 1)} | sched.queue.entries       # d queued first (as if the slot had been taken)
-    assert list(sched.waiting) == [c]
-    e = seq(5)
-    sched.add(e, 10.0, now=0.1)
-    assert sched.queue.seqs() == [d, e]
+    sched.add(c, 40.0, now=0.0)
+    sched.finish(a, "eos")                  # a slot is free before the queue's next turn
+    sched.add(d, 40.0, now=0.1)             # d would fit, but c came first
+    assert sched.queue.seqs() == [c, d] and not sched.waiting
+    assert sched.admit_queued(40.0, now=0.1) == [] and list(sched.waiting) == [c] and sched.queue.seqs() == [d]
+
+
+def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
+    sched = scheduler(max_seqs=1, kv_tokens=1024)
+    a, b = seq(0), seq(1, max_frames=None)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=0.0)
+    b.feed = list(range(600))               # its text kept arriving: ~1,150 KV tokens now
+    sched.finish(a, "eos")
+    [(failed, error)] = sched.admit_queued(40.0, now=0.1)
+    assert failed is b and error.code == "text_too_long" and "whole cache holds 1024" in str(error)
+    sched.finish(b, "error")
+    assert not sched.queue and not sched.waiting and sched.admission.reserved == 0
 
 
 @pytest.mark.parametrize("case", ["slots_open_ended", "kv_committed", "step_running_alone"])

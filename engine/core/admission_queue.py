@@ -3,6 +3,8 @@
 import itertools
 import math
 
+from engine.api.request import EngineInputError
+
 
 class AdmissionQueue:
     def __init__(self, max_wait_s: float):
@@ -28,10 +30,10 @@ class AdmissionQueue:
     def enter(self, sched, seq, why: str | None, step_ms: float, now: float) -> None:
         """Queues `seq` (refused with `why`: a reason it cannot join now, or None: others wait ahead)."""
         admission = sched.admission
-        tokens = sum(admission.reserve_tokens(seq))
-        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
         if not self.max_wait_s:
             raise admission.busy(why)
+        tokens = sum(admission.reserve_tokens(seq))
+        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
         if wait > self.max_wait_s:
             raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
                                  f"queue waits {_ms(self.max_wait_s)} at most)")
@@ -57,7 +59,7 @@ class AdmissionQueue:
             try:
                 if admission.blocker(seq, sched.num_active, step_ms) is not None:
                     break
-            except Exception as exc:             # its text grew past the whole KV cache while it waited
+            except EngineInputError as exc:      # its text grew past the whole KV cache while it waited
                 failed.append((seq, exc))
                 continue
             self.discard(seq)
