@@ -80,6 +80,27 @@ def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
     assert not sched.queue and not sched.waiting and sched.admission.reserved == 0
 
 
+def test_a_closed_text_ends_when_the_model_has_ended_texts_so_far_not_at_its_runaway_guard():
+    def near_its_end(learned: bool) -> Scheduler:
+        sched = scheduler(max_seqs=1)
+        if learned:                          # the model ended a 10-id text after 20 frames
+            x = seq(9, max_frames=None)
+            sched.add(x, 40.0, now=0.0)
+            start(sched, x)
+            x.feed, x.frames = list(range(10)), 20
+            sched.finish(x, "eos")
+        a = seq(0, max_frames=None)          # 100 ids: 840 frames at most, about 200 as texts end
+        sched.add(a, 40.0, now=0.0)
+        start(sched, a)
+        a.feed, a.frames = list(range(100)), 195
+        sched.add(seq(1), 40.0, now=0.0)
+        return sched
+
+    assert near_its_end(learned=True).queue.queued == 1                    # 5 frames to go: 200 ms
+    with pytest.raises(EngineInputError, match=r"room expected in 25800 ms"):
+        near_its_end(learned=False)                                        # 645 frames to its guard
+
+
 @pytest.mark.parametrize("case", ["slots_open_ended", "kv_committed", "step_running_alone"])
 def test_a_full_server_answers_busy_at_once(case):
     sched = scheduler(kv_tokens=600 if case == "kv_committed" else 100_000, max_step_ms=64.0)

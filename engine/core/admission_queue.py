@@ -13,6 +13,7 @@ class AdmissionQueue:
         self.tokens = 0
         self.queued = self.expired = 0
         self.waited_s = self.max_waited_s = 0.0       # of the contexts admitted from the queue
+        self.frames_per_id: float | None = None       # of the streams the model ended (eos), moving average
         self._ends: tuple[int, list] = (-1, [])
 
     def __len__(self) -> int:
@@ -40,6 +41,11 @@ class AdmissionQueue:
         self.entries[seq] = (now, tokens)
         self.tokens += tokens
         self.queued += 1
+
+    def ended(self, seq, reason: str) -> None:
+        if reason == "eos" and seq.num_text_ids:
+            rate = seq.frames / seq.num_text_ids
+            self.frames_per_id = rate if self.frames_per_id is None else 0.9 * self.frames_per_id + 0.1 * rate
 
     def discard(self, seq) -> bool:
         entry = self.entries.pop(seq, None)
@@ -98,18 +104,19 @@ class AdmissionQueue:
     def _ending(self, sched) -> list[tuple[int, int]]:
         """(frames left, KV tokens freed) of the admitted streams whose end is known, soonest first; once a step."""
         if self._ends[0] != sched.steps:
-            ends = [(_frames_left(s), s.reserved) for s in itertools.chain(sched.running, sched.waiting)]
+            ends = [(self._frames_left(s), s.reserved) for s in itertools.chain(sched.running, sched.waiting)]
             self._ends = (sched.steps, sorted(e for e in ends if e[0] is not None))
         return self._ends[1]
 
-
-def _frames_left(seq) -> int | None:
-    """At most this many frames to go: its cap, or the runaway guard of its closed text; None while open-ended."""
-    if seq.finish_reason:
-        return 0
-    if seq.closed or seq.request.max_frames is not None:
-        return max(0, seq.max_frames - seq.frames)
-    return None
+    def _frames_left(self, seq) -> float | None:
+        """Frames to go: a closed text's as the model has ended them (frames a text id), within its cap or runaway
+        guard; None while its length is open and uncapped."""
+        if seq.finish_reason:
+            return 0
+        if not seq.closed and seq.request.max_frames is None:
+            return None
+        expected = self.frames_per_id * seq.num_text_ids if seq.closed and self.frames_per_id else math.inf
+        return max(0, min(seq.max_frames, expected) - seq.frames)
 
 
 def _ms(seconds: float) -> str:

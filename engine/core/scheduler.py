@@ -99,6 +99,7 @@ class Scheduler:
         if self.queue.discard(seq):
             seq.status, seq.finish_reason = Status.FINISHED, reason
             return
+        self.queue.ended(seq, reason)
         if seq.status is Status.RUNNING:
             self.running.remove(seq)
             self.free_slots.append(seq.slot)
