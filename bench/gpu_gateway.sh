@@ -3,7 +3,8 @@
 #   bash bench/gpu_gateway.sh NAME "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
 # Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, runK/metrics.txt: /metrics after
 # the run, profile-*.txt); PROFILE_RUN=K samples run K (default 1; 0: none) for PROFILE_S seconds (default 20) after
-# PROFILE_AFTER seconds (default 25). KEEP=1 leaves serve running (in its own session) for the next call on the warm machine, which reuses it (its SERVE ARGS unread).
+# PROFILE_AFTER seconds (default 25). KEEP=1 leaves serve running (in its own session) for the next call on the warm
+# machine, which reuses it (its SERVE ARGS unread).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=$1 serve=$2
