@@ -162,6 +162,22 @@ def test_a_step_slow_from_starting_streams_queues_and_a_step_that_started_none_a
     assert list(sched.waiting) == [b] and not sched.queue
 
 
+def test_a_batch_past_the_step_bound_without_starts_is_full_though_streams_start_and_idling_measures_nothing():
+    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    a = seq(0, max_frames=None, closed=False)
+    sched.add(a, 10.0, now=0.0)
+    start(sched, a)
+    sched.admit_queued(90.0, now=0.0)
+    sched.admit_queued(90.0, now=0.5, idled=True)        # the engine waited for work: no step was measured
+    assert sched.calm_step_ms is None
+    sched.admit_queued(90.0, now=0.59)                   # a step that started none took 90 ms
+    assert sched.calm_step_ms == pytest.approx(90.0)
+    sched.started = 3
+    with pytest.raises(EngineInputError, match="at capacity.*room expected in inf"):
+        sched.add(seq(1), 150.0, now=0.6)                # a's length is open: no end in sight
+    assert not sched.queue
+
+
 def run_until(predicate, engine, timeout_s: float = 60.0) -> None:
     import time
     deadline = time.monotonic() + timeout_s

@@ -90,11 +90,12 @@ class AdmissionQueue:
 
     def _step_wait_s(self, sched, seq, step_ms: float) -> float:
         """A step past --max-step-ms while streams start carries their prefills, done once those ahead have started
-        (a prefill budget a step); past it with none starting, enough running streams must end to bring it under."""
+        (a prefill budget a step); where the last step that started none was past it too, or none start, enough
+        running streams must end to bring it under."""
         bound = sched.admission.max_step_ms
         if bound is None or not sched.num_active or step_ms <= bound:
             return 0.0
-        if sched.started or sched.waiting or self.entries:
+        if (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
             per_step = max(1, sched.max_prefill_tokens // max(1, sched.admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
         ends = self._ending(sched)

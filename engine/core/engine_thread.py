@@ -93,7 +93,7 @@ class EngineThread:
         except queue.Empty:
             pass
         self.step.settle_text()
-        for seq, error in self.scheduler.admit_queued(self.step.step_ms, self.clock.monotonic()):
+        for seq, error in self.scheduler.admit_queued(self.step.step_ms, self.clock.monotonic(), wait_s > 0):
             self._fail(seq, error)
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]

@@ -15,7 +15,8 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.free_slots = deque(range(max_seqs))
         self.steps = self.started = 0
-        self.calm_step_ms, self.promoted_at = float("inf"), None
+        self.calm_step_ms: float | None = None       # the last step that started no stream, the engine busy
+        self.promoted_at: float | None = None
 
     @property
     def num_active(self) -> int:
@@ -49,14 +50,15 @@ class Scheduler:
             self.queue.enter(self, seq, why, step_ms, now)
 
     def capacity_ms(self, step_ms: float) -> float:
-        """The step time admission goes by: the moving average lags a burst's prefills, so a step that started no
-        stream shows at once what the running ones cost."""
-        return min(step_ms, self.calm_step_ms)
+        """The step time admission goes by: the moving average lags a burst's prefills, so the last step, when it
+        started no stream, shows at once what the running ones cost."""
+        return step_ms if self.started or self.calm_step_ms is None else min(step_ms, self.calm_step_ms)
 
-    def admit_queued(self, step_ms: float, now: float) -> list:
-        """Once a step: the queue's head joins while there is room; returns (seq, error) for those to fail."""
-        if self.promoted_at is not None:
-            self.calm_step_ms = float("inf") if self.started else 1000 * (now - self.promoted_at)
+    def admit_queued(self, step_ms: float, now: float, idled: bool = False) -> list:
+        """Once a step (`idled`: the engine waited for work before it): the queue's head joins while there is room;
+        returns (seq, error) for those to fail."""
+        if self.promoted_at is not None and not self.started and not idled:
+            self.calm_step_ms = 1000 * (now - self.promoted_at)
         self.promoted_at = now
         return self.queue.admit(self, self.capacity_ms(step_ms), now) if self.queue else []
 
