@@ -197,8 +197,8 @@ def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_pa
                  for i in range(3)]
         streamed = engine.submit(SynthesisRequest(text="Still", text_complete=False, max_frames=3), sink)
         streamed.append_text(" coming in.")
-        run_until(lambda: len(firsts) == 3, engine)
-        assert firsts == [h.id for h in burst]                  # the third joined from the queue, as room appeared
+        run_until(lambda: len(firsts) >= 3, engine)
+        assert firsts[:3] == [h.id for h in burst]              # the third joined from the queue, as room appeared
         streamed.close_text()
         run_until(lambda: len(ends) == 4, engine)
         assert firsts == [h.id for h in burst + [streamed]] and all(c.final and c.frame_offset for c in ends)
