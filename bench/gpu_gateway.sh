@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One server, several load_bench runs against it, and a py-spy profile of serve's processes during one of them.
 #   bash bench/gpu_gateway.sh NAME "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
-# Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, profile-*.txt); PROFILE_RUN=K
-# samples run K (default 1) for PROFILE_S seconds (default 20) after PROFILE_AFTER seconds (default 25). KEEP=1 leaves
-# serve running (in its own session) for the next call on the warm machine, which reuses it (its SERVE ARGS unread).
+# Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, runK/metrics.txt: /metrics after
+# the run, profile-*.txt); PROFILE_RUN=K samples run K (default 1; 0: none) for PROFILE_S seconds (default 20) after
+# PROFILE_AFTER seconds (default 25). KEEP=1 leaves serve running (in its own session) for the next call on the warm
+# machine, which reuses it (its SERVE ARGS unread).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=$1 serve=$2
@@ -35,6 +36,7 @@ for load in "$@"; do
         done
     fi
     wait $bench
+    curl -sf localhost:8000/metrics > "$out/run$run/metrics.txt"    # the admission queue's counters among them
 done
 [ -n "${KEEP:-}" ] && { echo "serve left running for the next call"; exit 0; }
 kill -INT $pid

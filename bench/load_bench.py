@@ -63,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--duration", type=float, default=30.0, help="steady-state window, seconds")
     ap.add_argument("--warmup", type=float, default=15.0, help="seconds before the window opens")
     ap.add_argument("--ramp", type=float, default=10.0, help="closed loop: first contexts spread over this many s")
+    ap.add_argument("--burst", action="store_true", help="closed loop: a level's contexts are the slots' first ones, "
+                    "all arriving within --ramp s (--ramp 1: a burst of --concurrency contexts in one second), not "
+                    "the window's; the load goes on, closed loop, until they have ended")
     ap.add_argument("--drain-timeout", type=float, default=120.0, help="after the window: the most to wait for "
                                                                          "its contexts to end (then: unfinished)")
     ap.add_argument("--idle-timeout", type=float, default=60.0, help="a context silent this long: client_timeout")
@@ -85,7 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def levels(args) -> list[dict]:
     loads = [("concurrency", c) for c in args.concurrency] + [("rate", r) for r in args.rate]
     return [dict(mode=mode, value=value, text=text, text_layout=layout, word_timestamps=words == "on", lang=lang,
-                 contexts_per_socket=args.contexts_per_socket, dialect=dialect)
+                 contexts_per_socket=args.contexts_per_socket, dialect=dialect,
+                 burst=args.burst and mode == "concurrency")
             for lang in args.lang for text in args.text for layout in args.text_layout
             for words in args.word_timestamps for dialect in args.dialect for mode, value in loads]
 
@@ -108,6 +112,7 @@ def client_jobs(args, level: dict, ws_base: str, texts: list[str]) -> list[Clien
                       None if args.compression == "none" else args.compression, speech, texts, **share[i],
                       dialect=dialect, sample_rate=args.sample_rate, encoding=args.encoding,
                       contexts_per_socket=args.contexts_per_socket, warmup=args.warmup, ramp=args.ramp,
+                      burst=level["burst"],
                       duration=args.duration, drain_timeout=args.drain_timeout, seed=args.seed * 1000 + i)
             for i in range(n)]
 

@@ -28,6 +28,7 @@ class ClientJob:
     contexts_per_socket: int = 1
     warmup: float = 15.0          # from the start to the window's start
     ramp: float = 10.0            # closed loop: the slots' first contexts start spread over this many seconds
+    burst: bool = False           # closed loop: the counted contexts are the slots' first ones, not the window's
     duration: float = 30.0
     drain_timeout: float = 120.0  # after the window, the most to wait for the window's contexts to end
     seed: int = 0
@@ -70,6 +71,7 @@ class ClientRun:
             task.cancel()
         await asyncio.gather(*(sock.close() for sock in self.sockets), return_exceptions=True)
         return dict(contexts=[(c.record, c.code, c.alignment_unavailable) for c in self.counted],
+                    refusals=[c.error for c in self.counted if c.code == p.BUSY and c.error],
                     window_audio_s=self.tally.audio_s, stray_errors=dict(self.tally.stray_errors),
                     sockets=len(self.sockets), health=await health)
 
@@ -90,11 +92,12 @@ class ClientRun:
                     ctx.finish("unfinished")
             await asyncio.sleep(0.05)
 
-    def launch(self, sock: LoadSocket):
-        """Opens a context on `sock` now (counted when inside the window); the coroutine returned speaks it."""
+    def launch(self, sock: LoadSocket, first: bool = False):
+        """Opens a context on `sock` now (counted when inside the window, or a burst's `first`); the coroutine returned
+        speaks it."""
         text = self.rng.choice(self.job.texts)
         ctx = sock.open_context(len(text))
-        if self.tally.start <= time.perf_counter() < self.tally.end:
+        if first if self.job.burst else self.tally.start <= time.perf_counter() < self.tally.end:
             self.counted.append(ctx)
         return sock.speak(ctx, text, self.job.speech)
 
@@ -105,8 +108,9 @@ class ClientRun:
 
     async def slot(self, sock: LoadSocket, delay: float) -> None:
         await asyncio.sleep(delay)
+        first = True
         while True:
-            ctx = await self.launch(sock)
+            ctx, first = await self.launch(sock, first), False
             if ctx.code == "socket_closed":
                 return
             if ctx.code == p.BUSY:

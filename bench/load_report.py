@@ -1,5 +1,6 @@
 """The load bench's numbers: one row per level from its client processes' results, its table line, and the summary
 (the machine-readable line of BENCHMARKS.md)."""
+import re
 from collections import Counter
 
 import numpy as np
@@ -16,7 +17,19 @@ def text_tag(row: dict) -> str:
 
 
 def level_name(row: dict) -> str:
-    return f"{'c' if row['mode'] == 'concurrency' else 'poisson'}{row['value']:g}_{text_tag(row)}"
+    kind = "burst" if row.get("burst") else "c" if row["mode"] == "concurrency" else "poisson"
+    return f"{kind}{row['value']:g}_{text_tag(row)}"
+
+
+def refusals(results: list[dict]) -> dict:
+    """How soon `busy` came after a context's first text, and why (the server's message, its numbers as N)."""
+    busy = [r for result in results for r in result.get("refusals", [])]
+    if not busy:
+        return {}
+    after = np.array([s for s, _ in busy]) * 1000
+    reasons = Counter(re.sub(r"\d+", "N", message) for _, message in busy)
+    return dict(busy_after_p50_ms=float(np.percentile(after, 50)), busy_after_p99_ms=float(np.percentile(after, 99)),
+                busy_reasons=dict(reasons.most_common()))
 
 
 def level_row(level: dict, results: list[dict], duration: float) -> dict:
@@ -34,6 +47,7 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
         for unused in ("streams", "viability_engine", "wall_s"):
             del row[unused]
     row["audio_s_per_s"] = sum(r["window_audio_s"] for r in results) / duration
+    row.update(refusals(results))
     leads = [lead for record in completed for lead in record.word_leads()]
     if leads:
         row.update(words=len(leads), word_lead_p50_s=float(np.percentile(leads, 50)),
@@ -50,6 +64,8 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
 def level_line(row: dict) -> str:
     errors = sum(row["errors"].values())
     line = f"{row['name']:24s} | {row['contexts']:5d} ctx {row['busy']:4d} busy {errors:4d} err"
+    if row["busy"]:
+        line += f" (busy after p50/99 {row['busy_after_p50_ms']:.0f} {row['busy_after_p99_ms']:.0f} ms)"
     if row["completed"]:
         line += (f" | ttfa p50/90/95/99 {row['ttfa_p50_ms']:6.0f} {row['ttfa_p90_ms']:6.0f} {row['ttfa_p95_ms']:6.0f}"
                  f" {row['ttfa_p99_ms']:6.0f} ms | fully viable {100 * row['fully_viable']:5.1f}% share "
@@ -67,10 +83,17 @@ def level_line(row: dict) -> str:
 
 def summary(rows: list[dict]) -> dict:
     """Per kind of text: the largest closed-loop level with >= 99% of its contexts fully viable (busy and errors
-    count against it) and its TTFA p90, one context's TTFA p50, and each Poisson rate's TTFA p95."""
+    count against it) and its TTFA p90, one context's TTFA p50, each Poisson rate's TTFA p95, and each burst's `busy`,
+    TTFA p99 and viability (streamed text untagged: the headline's burstN_busy)."""
     out = {}
     for row in rows:
         tag = text_tag(row)
+        if row.get("burst"):
+            key = f"burst{row['value']}" + ("" if tag == "streamed" else f"_{tag}")
+            out.update({f"{key}_busy": row["busy"], f"{key}_fully_viable": round(row["fully_viable"], 3)})
+            if row["completed"]:
+                out[f"{key}_ttfa_p99_ms"] = round(row["ttfa_p99_ms"])
+            continue
         if row["mode"] == "rate":
             if row["completed"]:
                 out[f"poisson{row['value']:g}_{tag}_ttfa_p95_ms"] = round(row["ttfa_p95_ms"])

@@ -49,6 +49,7 @@ class Context:
     def __init__(self, cid: str, rate: int, chars: int):
         self.id, self.record = cid, StreamRecord(0.0, chars=chars, rate=rate)    # submitted: at its first text
         self.code: str | None = None                     # how it ended: None (done) or an error code
+        self.error: tuple[float, str] | None = None      # its error: seconds after its first text, and the message
         self.alignment_unavailable = False
         self.next_offset, self.last_message = 0, time.perf_counter()
         self.ended = asyncio.get_running_loop().create_future()
@@ -161,6 +162,7 @@ class LoadSocket:
         elif isinstance(msg, p.Error) and msg.code == p.ALIGNMENT_UNAVAILABLE:
             ctx.alignment_unavailable = True
         elif isinstance(msg, p.Error):
+            ctx.error = (now - ctx.record.submitted, msg.message)
             ctx.finish(msg.code)
         elif isinstance(msg, p.Done):
             ctx.finish(None if ctx.record.arrivals else "no_audio")

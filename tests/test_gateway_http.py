@@ -149,7 +149,9 @@ def test_metrics_expose_latency_load_and_errors(http, voice):
     assert int(values['tts_real_time_factor_count{api="http"}']) >= 1
     assert int(values['tts_errors_total{code="unknown_voice"}']) >= 1
     assert float(values["tts_frames_total"]) > 0
-    for gauge in ("tts_active_contexts", "tts_generating_requests", "tts_queued_requests", "tts_frames_per_second"):
+    for gauge in ("tts_active_contexts", "tts_generating_requests", "tts_queued_requests", "tts_frames_per_second",
+                  "tts_admission_queue_length", "tts_admission_queue_oldest_wait_ms", "tts_admission_queued_requests",
+                  "tts_admission_queue_expired_requests", "tts_admission_queue_wait_seconds"):
         assert float(values[gauge]) >= 0
 
 

@@ -4,6 +4,7 @@ import json
 import random
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ LEVEL_FIELDS = {"name", "mode", "value", "text", "text_layout", "word_timestamps
 
 
 def load_bench(out: Path, *args: str) -> dict:
-    subprocess.run([sys.executable, "bench/load_bench.py", *args, *SHORT, "--out", str(out)], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "bench/load_bench.py", *SHORT, *args, "--out", str(out)], cwd=ROOT, check=True,
                    timeout=120)
     report = json.loads((out / "load_bench.json").read_text())
     for row in report["levels"]:
@@ -52,6 +53,25 @@ def test_whole_text_in_each_layout_at_one_context(tmp_path):
     assert [(row["name"], row["text_layout"]) for row in report["levels"]] == [
         ("c1_whole", "auto"), ("c1_whole_streaming_layout", "streaming")]
     assert {"ws_ttfa_p50_ms", "ws_whole_streaming_layout_ttfa_p50_ms"} <= report["summary"].keys()
+
+
+def test_a_burst_beyond_the_engine_slots_is_queued_not_refused(tmp_path):
+    """Every slot's first context at once, twice the engine's slots: the second half waits for the first to end."""
+    server = ServeProcess(SERVE + " --max-active 2 --max-queue-ms 20000", tmp_path / "own-serve.log")
+    try:
+        server.wait_ready(120)
+        report = load_bench(tmp_path, "--url", server.url.replace("http", "ws", 1), "--concurrency", "4", "--burst",
+                            "--ramp", "0", "--warmup", "0", "--text", "streamed")
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
+            metrics = dict(line.rsplit(" ", 1) for line in response.read().decode().splitlines()
+                           if line and not line.startswith("#"))
+    finally:
+        assert server.stop() == 0
+    [row] = report["levels"]
+    assert (row["name"], row["burst"], row["contexts"], row["busy"]) == ("burst4_streamed", True, 4, 0)
+    assert report["summary"]["burst4_busy"] == 0 and report["summary"]["burst4_ttfa_p99_ms"] > 0
+    assert float(metrics["tts_admission_queued_requests"]) >= 2             # the burst's second half waited
+    assert float(metrics["tts_admission_queue_expired_requests"]) == 0
 
 
 def test_poisson_whole_text_with_word_timestamps(tmp_path):

@@ -31,8 +31,9 @@ class Engine:
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
                  kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, max_voices: int = 64,
-                 clock: Clock = REAL_CLOCK):
-        """kv_tokens_per_seq None: the cache takes what `gpu_memory_utilization` leaves of the GPU (on a CPU: of the
+                 clock: Clock = REAL_CLOCK, max_queue_ms: float = 0.0):
+        """`max_queue_ms`: a request that cannot join at once waits for room this long at most, in order, when the
+        engine expects room by then (0: `busy` at once). kv_tokens_per_seq None: the cache takes what `gpu_memory_utilization` leaves of the GPU (on a CPU: of the
         RAM available, at most CPU_TOKENS_PER_SEQ a sequence). `max_voices`: the clone voices kept, in memory and in
         `voices_dir` alike (beyond: the least recently used is dropped)."""
         self.model = model
@@ -55,7 +56,7 @@ class Engine:
         gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
-        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
+        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission, max_queue_ms / 1000)
         self.voices = model.voices(voices_dir, max_voices)
         self.background = Background(model.device, busy=lambda: self.scheduler.num_active > 0)
         self.background.pace(model.voice_modules)
@@ -85,8 +86,11 @@ class Engine:
         return self.step.step_ms
 
     def stats(self) -> dict:
-        sched = self.scheduler
+        sched, queue = self.scheduler, self.scheduler.queue
         return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),
+                    queued=len(queue), queue_oldest_ms=1000 * queue.oldest_wait_s(self.clock.monotonic()),
+                    queued_total=queue.queued, queue_expired=queue.expired, queue_waited_s=queue.waited_s,
+                    queue_max_waited_ms=1000 * queue.max_waited_s,
                     frames=self.step.frames_total, errors=self.thread.errors, step_ms=self.step_ms,
                     max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,

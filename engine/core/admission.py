@@ -1,4 +1,5 @@
-"""Admission as a request arrives: a slot, a step time that keeps real time, KV memory; else `busy` at once."""
+"""Admission as a request arrives: a slot, a step time that keeps real time, KV memory; else it queues
+(engine/core/admission_queue.py) or gets `busy`."""
 from engine.api.request import EngineInputError
 
 HORIZON_TOKENS = 512           # KV held per open-length stream
@@ -15,31 +16,52 @@ class Admission:
     def _round(self, tokens: int) -> int:
         return -(-tokens // self.block_size) * self.block_size
 
+    @staticmethod
+    def _text_ids(seq) -> int:
+        return max(seq.num_text_ids, len(seq.request.text) // 3)        # ~4 characters an id before tokenization
+
+    def prompt_estimate(self, seq) -> int:
+        return self.prompt_tokens(seq, self._text_ids(seq))
+
     def reserve_tokens(self, seq) -> tuple[int, int]:
         """Expected KV as (own, prefix's); a prefix's full blocks are shared."""
         r = seq.request
-        text_ids = max(seq.num_text_ids, len(r.text) // 3)        # ~4 characters an id before tokenization
-        prompt = self.prompt_tokens(seq, text_ids)
+        text_ids = self._text_ids(seq)
         frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
         shared = seq.prefix.length // self.block_size * self.block_size
-        return self._round(prompt + min(frames, HORIZON_TOKENS) + 2) - shared, self._round(seq.prefix.length)
+        return self._round(self.prompt_estimate(seq) + min(frames, HORIZON_TOKENS) + 2) - shared, \
+            self._round(seq.prefix.length)
 
-    def admit(self, seq, active: int, step_ms: float) -> None:
+    def blocker(self, seq, active: int, step_ms: float) -> str | None:
+        """Why `seq` cannot join now (None: it can); a request no empty cache could hold fails here."""
         own, prefix = self.reserve_tokens(seq)
         if own + prefix > self.kv_tokens:
             raise EngineInputError("text_too_long", f"the request needs about {own + prefix} KV tokens; the whole "
                                                     f"cache holds {self.kv_tokens}")
         if active >= self.max_seqs:
-            self._refuse(f"{self.max_seqs} streams are generating")
+            return f"{self.max_seqs} streams are generating"
         if self.max_step_ms is not None and active and step_ms > self.max_step_ms:
-            self._refuse(f"at capacity ({step_ms:.0f} ms per 80 ms frame step)")
+            return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
+        if self.reserved + self._need(seq, own, prefix) > self.kv_tokens:
+            return f"the KV cache is committed ({self.reserved} of {self.kv_tokens} tokens)"
+        return None
+
+    def _need(self, seq, own: int, prefix: int) -> int:
+        return own + (0 if seq.prefix.key in self.prefixes else prefix)
+
+    def admit(self, seq, active: int, step_ms: float) -> None:
+        why = self.blocker(seq, active, step_ms)
+        if why is not None:
+            raise self.busy(why)
+        self.take(seq)
+
+    def take(self, seq) -> None:
+        """Reserves what `blocker` found free."""
+        own, prefix = self.reserve_tokens(seq)
         users, prefix = self.prefixes.get(seq.prefix.key, (0, prefix))
-        need = own + (0 if users else prefix)
-        if self.reserved + need > self.kv_tokens:
-            self._refuse(f"the KV cache is committed ({self.reserved} of {self.kv_tokens} tokens)")
+        self.reserved += self._need(seq, own, prefix)
         self.prefixes[seq.prefix.key] = (users + 1, prefix)
         seq.reserved = own
-        self.reserved += need
 
     def release(self, seq) -> None:
         users, prefix = self.prefixes.pop(seq.prefix.key)
@@ -50,6 +72,6 @@ class Admission:
         self.reserved -= seq.reserved
         seq.reserved = 0
 
-    def _refuse(self, why: str):
+    def busy(self, why: str) -> EngineInputError:
         self.refused += 1
-        raise EngineInputError("busy", f"server busy: {why}; retry shortly")
+        return EngineInputError("busy", f"server busy: {why}; retry shortly")

@@ -45,7 +45,7 @@ class EngineThread:
             busy = self.scheduler.has_work() or self.step.audio.in_flight
             if not busy:
                 self.side_work.idle()
-            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() else 0.5)
+            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
             if self._stop:
                 break
             self._follow(self.side_work.close())
@@ -60,7 +60,7 @@ class EngineThread:
             else:
                 self._offer_turn()
         self.side_work.idle()
-        for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
+        for seq in list(self.scheduler.running) + list(self.scheduler.waiting) + self.scheduler.queue.seqs():
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _offer_turn(self) -> None:
@@ -93,6 +93,8 @@ class EngineThread:
         except queue.Empty:
             pass
         self.step.settle_text()
+        for seq, error in self.scheduler.admit_queued(self.step.step_ms, self.clock.monotonic(), wait_s > 0):
+            self._fail(seq, error)
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]
 
@@ -102,7 +104,7 @@ class EngineThread:
             seq = args[0]
             try:
                 self.step.admit_request(seq, self.voices)
-                self.scheduler.add(seq, self.step.step_ms)
+                self.scheduler.add(seq, self.step.step_ms, self.clock.monotonic())
                 self.seqs[seq.id] = seq
             except EngineInputError as exc:
                 seq.handle.deliver(exc)

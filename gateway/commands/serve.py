@@ -29,6 +29,10 @@ def add_parser(sub):
     p.add_argument("--max-step-ms", type=float,
                    help="measured capacity: refuse new streams while an engine step takes longer than this "
                         "(default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off on a CPU)")
+    p.add_argument("--max-queue-ms", type=float, default=500.0,
+                   help="a new stream without room yet waits for it this long at most, in order, when the engine "
+                        "expects room by then (streams ending, the step back under --max-step-ms); else, or once "
+                        "waited this long, `busy` (0: `busy` at once)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
                    help="share of the GPU's memory (on a CPU: of the RAM available at start-up) the engine core may "
                         "take; the KV cache gets what the weights, graphs and aligner leave of it")
@@ -81,8 +85,8 @@ def run(args, argv: list[str]) -> int:
     spec = EngineSpec(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
-                      aligner=args.aligner, dummy_aligner=args.dummy_aligner, voices_dir=args.voices_dir or None,
-                      max_voices=args.max_voices)
+                      max_queue_ms=args.max_queue_ms, aligner=args.aligner, dummy_aligner=args.dummy_aligner,
+                      voices_dir=args.voices_dir or None, max_voices=args.max_voices)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))

@@ -18,6 +18,7 @@ class EngineSpec:
     kv_tokens_per_stream: int | None = None       # None: by memory (gpu_memory_utilization; on a CPU of the RAM)
     gpu_memory_utilization: float = 0.9
     max_step_ms: float | None = None              # None: 64 on CUDA (80% of a frame), off on the CPU
+    max_queue_ms: float = 500.0                   # the longest a new stream waits for room before `busy`
     aligner: str | None = None
     dummy_aligner: str | None = None              # "auto": published on CUDA, tiny on the CPU
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
@@ -39,8 +40,8 @@ class EngineSpec:
         step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
         engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_seqs=max_active,
                              kv_tokens_per_seq=self.kv_tokens_per_stream, max_step_ms=step_ms,
-                             gpu_memory_utilization=self.gpu_memory_utilization, voices_dir=self.voices_dir,
-                             max_voices=self.max_voices).start()
+                             max_queue_ms=self.max_queue_ms, gpu_memory_utilization=self.gpu_memory_utilization,
+                             voices_dir=self.voices_dir, max_voices=self.max_voices).start()
         stats = engine.stats()
         log.info("engine %s loaded in %.1fs: %d streams at most, %d KV tokens (%s), max step %s ms",
                  engine.info["model"], time.perf_counter() - t0, max_active, stats["kv_tokens"],

@@ -1,0 +1,177 @@
+"""A burst is queued, not refused: contexts without room wait in order while the scheduler expects room within
+--max-queue-ms, at the times the test gives; `busy` stays immediate where the server is full."""
+from types import SimpleNamespace
+
+import pytest
+
+from engine import EngineInputError, SynthesisRequest
+from engine.core.admission import Admission
+from engine.core.scheduler import Scheduler
+from engine.core.sequence import Sequence, Status
+
+VOICE = SimpleNamespace(key="voice", length=16)
+
+
+def scheduler(max_seqs=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
+    admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
+                          max_step_ms=max_step_ms)
+    return Scheduler(max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, max_queue_s)
+
+
+def seq(i: int, max_frames: int | None = 10, closed: bool = True) -> Sequence:
+    s = Sequence(i, SynthesisRequest(text="Hello there", max_frames=max_frames, text_complete=closed), None, 0, "",
+                 None)
+    s.prefix = VOICE
+    return s
+
+
+def start(sched: Scheduler, *seqs: Sequence) -> None:
+    """What the step's admit does to a waiting stream, less the model."""
+    for s in seqs:
+        sched.waiting.remove(s)
+        s.status, s.slot = Status.RUNNING, sched.free_slots.popleft()
+        sched.running.append(s)
+
+
+def test_a_burst_beyond_the_slots_is_queued_and_joins_in_order_as_streams_end():
+    sched = scheduler()
+    a, b, c, d, e = (seq(i) for i in range(5))
+    sched.add(a, 40.0, now=0.0), sched.add(b, 40.0, now=0.0)
+    start(sched, a, b)
+    sched.add(c, 40.0, now=0.0)            # a's 10 frames left at 40 ms a step: room in 400 ms
+    sched.add(d, 40.0, now=0.01)           # b's
+    with pytest.raises(EngineInputError, match="2 streams are generating.*room expected in inf") as err:
+        sched.add(e, 40.0, now=0.02)       # no third end is known: refused at once, not queued
+    assert err.value.code == "busy" and sched.queue.seqs() == [c, d]
+    a.frames = 8
+    assert sched.admit_queued(40.0, now=0.1) == [] and len(sched.queue) == 2       # no slot yet
+    sched.finish(a, "eos")
+    assert sched.admit_queued(40.0, now=0.2) == [] and list(sched.waiting) == [c]   # one slot: the oldest
+    sched.finish(b, "eos")
+    assert sched.admit_queued(40.0, now=0.3) == [] and list(sched.waiting) == [c, d]
+    assert sched.admission.refused == 1 and sched.queue.queued == 2 and not sched.queue
+    assert c.reserved and d.reserved and abs(sched.queue.waited_s - 0.49) < 1e-9
+
+
+def test_a_new_context_queues_behind_those_waiting_even_when_a_slot_just_freed():
+    sched = scheduler()
+    a, b, c, d = (seq(i) for i in range(4))
+    sched.add(a, 40.0, now=0.0), sched.add(b, 40.0, now=0.0)
+    start(sched, a, b)
+    sched.add(c, 40.0, now=0.0)
+    sched.finish(a, "eos")                  # a slot is free before the queue's next turn
+    sched.add(d, 40.0, now=0.1)             # d would fit, but c came first
+    assert sched.queue.seqs() == [c, d] and not sched.waiting
+    assert sched.admit_queued(40.0, now=0.1) == [] and list(sched.waiting) == [c] and sched.queue.seqs() == [d]
+
+
+def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
+    sched = scheduler(max_seqs=1, kv_tokens=1024)
+    a, b = seq(0), seq(1, max_frames=None)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=0.0)
+    b.feed = list(range(600))               # its text kept arriving: ~1,150 KV tokens now
+    sched.finish(a, "eos")
+    [(failed, error)] = sched.admit_queued(40.0, now=0.1)
+    assert failed is b and error.code == "text_too_long" and "whole cache holds 1024" in str(error)
+    sched.finish(b, "error")
+    assert not sched.queue and not sched.waiting and sched.admission.reserved == 0
+
+
+def test_a_closed_text_ends_when_the_model_has_ended_texts_so_far_not_at_its_runaway_guard():
+    def near_its_end(learned: bool) -> Scheduler:
+        sched = scheduler(max_seqs=1)
+        if learned:                          # the model ended a 10-id text after 20 frames
+            x = seq(9, max_frames=None)
+            sched.add(x, 40.0, now=0.0)
+            start(sched, x)
+            x.feed, x.frames = list(range(10)), 20
+            sched.finish(x, "eos")
+        a = seq(0, max_frames=None)          # 100 ids: 840 frames at most, about 200 as texts end
+        sched.add(a, 40.0, now=0.0)
+        start(sched, a)
+        a.feed, a.frames = list(range(100)), 195
+        sched.add(seq(1), 40.0, now=0.0)
+        return sched
+
+    assert near_its_end(learned=True).queue.queued == 1                    # 5 frames to go: 200 ms
+    with pytest.raises(EngineInputError, match=r"room expected in 25800 ms"):
+        near_its_end(learned=False)                                        # 645 frames to its guard
+
+
+@pytest.mark.parametrize("case", ["slots_open_ended", "kv_committed", "step_running_alone"])
+def test_a_full_server_answers_busy_at_once(case):
+    sched = scheduler(kv_tokens=600 if case == "kv_committed" else 100_000, max_step_ms=64.0)
+    running = [seq(i, max_frames=None, closed=False) for i in range(2 if case == "slots_open_ended" else 1)]
+    for s in running:
+        sched.add(s, 10.0, now=0.0)
+    start(sched, *running)
+    sched.steps, sched.started = 50, 0                            # a while since any stream started
+    step_ms = 90.0 if case == "step_running_alone" else 40.0
+    with pytest.raises(EngineInputError, match={"slots_open_ended": "2 streams are generating",
+                                                "kv_committed": "KV cache is committed",
+                                                "step_running_alone": "at capacity"}[case]) as err:
+        sched.add(seq(9, max_frames=200), step_ms, now=1.0)
+    assert err.value.code == "busy" and not sched.queue and sched.admission.refused == 1
+
+
+def test_a_queued_context_past_the_bound_gets_busy_with_a_clear_message():
+    sched = scheduler(max_seqs=1)
+    a, b = seq(0), seq(1)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=1.0)
+    assert sched.admit_queued(40.0, now=1.3) == [] and sched.queue.seqs() == [b]
+    [(late, error)] = sched.admit_queued(40.0, now=1.501)
+    assert late is b and error.code == "busy" and "no room within 500 ms in the queue" in str(error)
+    sched.finish(b, "error")                           # as the engine thread's _fail does
+    assert not sched.queue and b.status is Status.FINISHED and sched.queue.expired == 1
+    assert sched.admission.reserved == a.reserved + 16                     # b never held any KV
+
+
+def test_a_cancel_while_queued_removes_it_and_the_next_one_takes_its_place():
+    sched = scheduler(max_seqs=1)
+    a, b, c = seq(0), seq(1), seq(2, max_frames=None)
+    sched.add(a, 40.0, now=0.0)
+    start(sched, a)
+    sched.add(b, 40.0, now=0.0)
+    reserved = sched.admission.reserved
+    sched.finish(b, "cancelled")
+    assert b.status is Status.FINISHED and b.finish_reason == "cancelled" and not sched.queue
+    assert sched.admission.reserved == reserved
+    sched.add(c, 40.0, now=0.1)
+    sched.finish(a, "eos")
+    assert sched.admit_queued(40.0, now=0.2) == [] and list(sched.waiting) == [c]
+
+
+def test_a_step_slow_from_starting_streams_queues_and_a_step_that_started_none_admits():
+    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    a = seq(0)
+    sched.add(a, 10.0, now=0.0)
+    start(sched, a)
+    sched.started = 40                                  # the last step started a burst's streams: 150 ms
+    b = seq(1)
+    sched.add(b, 150.0, now=0.0)                        # its prefill comes within a step's budget: 150 ms away
+    assert sched.queue.seqs() == [b]
+    assert sched.admit_queued(150.0, now=0.0) == []     # the next step starts streams again
+    assert sched.queue.seqs() == [b]
+    sched.started = 0
+    assert sched.admit_queued(150.0, now=0.04) == []    # this one started none and took 40 ms: the batch fits
+    assert list(sched.waiting) == [b] and not sched.queue
+
+
+def test_a_batch_past_the_step_bound_without_starts_is_full_though_streams_start_and_idling_measures_nothing():
+    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    a = seq(0, max_frames=None, closed=False)
+    sched.add(a, 10.0, now=0.0)
+    start(sched, a)
+    sched.admit_queued(90.0, now=0.0)
+    sched.admit_queued(90.0, now=0.5, idled=True)        # the engine waited for work: no step was measured
+    assert sched.calm_step_ms is None
+    sched.admit_queued(90.0, now=0.59)                   # a step that started none took 90 ms
+    assert sched.calm_step_ms == pytest.approx(90.0)
+    sched.started = 3
+    with pytest.raises(EngineInputError, match="at capacity.*room expected in inf"):
+        sched.add(seq(1), 150.0, now=0.6)                # a's length is open: no end in sight
+    assert not sched.queue

@@ -1,0 +1,48 @@
+"""The admission queue in a running engine on a clock the test moves: a burst beyond its slots joins in order as room
+appears, a queued context's text settles while it waits, and one past the bound gets `busy`, never a hang."""
+import time
+
+import pytest
+
+from engine import Engine, EngineInputError, SynthesisRequest
+from fake_clock import FakeClock
+
+
+def run_until(predicate, engine, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline and engine.thread.is_alive(), "the engine did not get there"
+        time.sleep(0.005)
+
+
+def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_past_the_bound_gets_busy():
+    clock = FakeClock()
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, max_queue_ms=60_000, clock=clock).start()
+    try:
+        firsts, ends = [], []
+        sink = lambda handle, item: (firsts.append(handle.id) if getattr(item, "frame_offset", 1) == 0 else None,
+                                     ends.append(item) if isinstance(item, Exception) or item.final else None)
+        burst = [engine.submit(SynthesisRequest(text=f"Hello number {i}.", max_frames=3, ignore_eos=True), sink)
+                 for i in range(3)]
+        streamed = engine.submit(SynthesisRequest(text="Still", text_complete=False, max_frames=3), sink)
+        streamed.append_text(" coming in.")
+        run_until(lambda: len(firsts) >= 3, engine)
+        assert firsts[:3] == [h.id for h in burst]              # the third joined from the queue, as room appeared
+        streamed.close_text()
+        run_until(lambda: len(ends) == 4, engine)
+        assert firsts == [h.id for h in burst + [streamed]] and all(c.final and c.frame_offset for c in ends)
+        assert engine.scheduler.admission.refused == 0 and engine.stats()["queued_total"] == 2
+
+        held = engine.submit(SynthesisRequest(text="Holding a slot.", text_complete=False, max_frames=50))
+        other = engine.submit(SynthesisRequest(text="Me too.", text_complete=False, max_frames=50))
+        waiting = engine.submit(SynthesisRequest(text="Let me in", text_complete=False, max_frames=3))
+        waiting.append_text(" please.")
+        run_until(lambda: len(engine.scheduler.queue) == 1 and
+                  engine.scheduler.queue.seqs()[0].num_text_ids > 0, engine)        # its text settled while queued
+        clock.advance(61)
+        with pytest.raises(EngineInputError, match="no room within 60000 ms in the queue") as err:
+            list(waiting.iter_blocking())
+        assert err.value.code == "busy" and engine.stats()["queue_expired"] == 1 and not engine.scheduler.queue
+        held.cancel(), other.cancel()
+    finally:
+        engine.shutdown()
