@@ -27,7 +27,7 @@ class Background:
 
     def pace(self, modules) -> None:
         """After each innermost layer of `modules` that runs on this thread."""
-        for module in modules:
+        for module in filter(None, modules):
             for layer in module.modules():
                 if next(layer.children(), None) is None:
                     layer.register_forward_hook(self._yield)
