@@ -37,6 +37,7 @@ class StubModel:
     hidden_size, eos, text_eos, text_pad, text_prefix = HIDDEN, EOS, TEXT_EOS, TEXT_PAD, ""
     info = dict(model="stub", sample_rate=50)
     graph_variants = (None,)
+    voice_modules = ()
 
     @staticmethod
     def check_request(cfg, voices, request) -> None:
