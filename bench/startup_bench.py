@@ -2,8 +2,8 @@
 start to /health answering 200, with the phases its log reports (`start-up: NAME 12.3 s`, engine/core/startup.py).
 
 python3 bench/startup_bench.py --serve "--dummy 1.7B-CustomVoice --max-frames 150 --dummy-aligner" --out DIR
-writes DIR/startup_bench.json and DIR/serve-cold.log, DIR/serve-warm.log (--profile: DIR/profile-cold.txt, py-spy's
-raw samples of every process of the cold start, for bench/pyspy_summary.py)."""
+writes DIR/startup_bench.json and DIR/serve-cold.log, DIR/serve-warm.log (--profile warm: DIR/profile-warm.txt, py-spy's
+raw samples of every process of that start, for bench/pyspy_summary.py)."""
 import argparse
 import json
 import re
@@ -62,7 +62,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--cache-dir", help="serve's --cache-dir, emptied first (default: a temporary folder, removed "
                                         "after; never under --out, whose files a device call sends back)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds each start may take to /health")
-    ap.add_argument("--profile", action="store_true", help="py-spy the cold start (every process, 20 Hz)")
+    ap.add_argument("--profile", choices=("cold", "warm"), help="py-spy this start (every process, 20 Hz)")
     ap.add_argument("--label", help="the commit to record when this tree has no git (default: git's HEAD)")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
         runs = {}
         for name in ("cold", "warm"):
             runs[name] = start(f"{args.serve} --cache-dir {cache}", out / f"serve-{name}.log", args.timeout,
-                               out / f"profile-{name}.txt" if args.profile and name == "cold" else None)
+                               out / f"profile-{name}.txt" if args.profile == name else None)
             print(f"{name}: /health after {runs[name]['health_s']} s", flush=True)
     finally:
         if not args.cache_dir:
