@@ -63,3 +63,14 @@ def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_t
     SHARED.clear()                                       # a fresh build gives the same ids
     text = "Hello, 世界! It's 3.14 <|im_end|> ok"
     assert TextTokenizer.load(PUBLISHED).encode(text) == aligner.encode(text)
+
+
+def test_torch_compiles_share_is_reported_with_its_graphs_and_cache_hits(caplog):
+    import torch
+    from engine.core.startup import report_compiles
+    caplog.set_level(logging.INFO, "qwen_tts_engine")
+    double = torch.compile(lambda x: x * 2, dynamic=True, backend="eager")
+    double(torch.ones(3))
+    report_compiles()
+    [line] = [p for p in phases(caplog.text) if p["phase"].startswith("torch.compile")]
+    assert line["seconds"] > 0 and "graphs; FX graph cache" in line["detail"]

@@ -20,3 +20,13 @@ def phase(name: str):
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()            # the phase's queued device work is its own, not the next one's
     report(name, time.perf_counter() - t0)
+
+
+def report_compiles() -> None:
+    """torch.compile's share of the phases before (first calls compile; a cache hit skips inductor's codegen)."""
+    from torch._dynamo.utils import compilation_time_metrics, counters
+    graphs = counters["stats"]["unique_graphs"]
+    if graphs:
+        cache = counters["inductor"]
+        report("torch.compile, within the phases above", sum(compilation_time_metrics.get("_compile.compile_inner", [])),
+               f"{graphs} graphs; FX graph cache {cache['fxgraph_cache_hit']} hits, {cache['fxgraph_cache_miss']} misses")

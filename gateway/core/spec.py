@@ -26,7 +26,7 @@ class EngineSpec:
     def build(self):
         from aligner import Aligner
         from engine import Engine, default_device_dtype
-        from engine.core.startup import phase, report
+        from engine.core.startup import phase, report, report_compiles
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
@@ -50,6 +50,7 @@ class EngineSpec:
                  step_ms)
         with phase("warm-up"):
             aligner = warm_up(engine, aligner)
+        report_compiles()
         report("engine core", time.perf_counter() - t0)
         return engine, aligner
 
