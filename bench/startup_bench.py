@@ -35,19 +35,23 @@ def profiler(pid: int, path: Path) -> subprocess.Popen | None:
 
 
 def start(serve_args: str, log: Path, timeout: float, profile: Path | None = None) -> dict:
-    """One `serve` from its start to /health 200, then stopped; -> seconds to /health and the logged phases."""
+    """One `serve` from its start to /health 200, then stopped; -> seconds to /health (None and the error where it
+    never came) and the phases it logged."""
     t0 = time.monotonic()
     server = ServeProcess(serve_args, log)
     spy = profiler(server.proc.pid, profile) if profile else None
+    result = dict(health_s=None)
     try:
         server.wait_ready(timeout)
-        health_s = time.monotonic() - t0
+        result["health_s"] = round(time.monotonic() - t0, 1)
+    except RuntimeError as exc:                      # exited or too slow: the phases so far still say where it went
+        result["error"] = str(exc)
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
         server.stop()
-    return dict(health_s=round(health_s, 1), phases=phases(log.read_text()))
+    return dict(result, phases=phases(log.read_text()))
 
 
 def commit() -> str | None:

@@ -23,3 +23,8 @@ def test_cold_then_warm_serve_reach_health_and_report_their_phases(tmp_path):
         assert logged["engine core"] <= logged["engine core ready"] <= run["health_s"]
         assert (tmp_path / "out" / f"serve-{name}.log").exists()
     assert not (cache / "stale").exists() and cache.stat().st_mode & 0o777 == 0o700      # made again by serve
+
+
+def test_a_start_that_fails_is_recorded_with_its_error_and_the_phases_it_reached(tmp_path):
+    run = startup_bench.start(f"--model {tmp_path / 'nowhere'} --device cpu --workers 1", tmp_path / "serve.log", 120)
+    assert run["health_s"] is None and "serve exited" in run["error"] and run["phases"] == []
