@@ -86,6 +86,8 @@ def main(argv=None) -> dict:
                   serve=args.serve, startup_cold_s=runs["cold"]["health_s"], startup_warm_s=runs["warm"]["health_s"],
                   runs=runs)
     (out / "startup_bench.json").write_text(json.dumps(result, indent=1))
+    print(f"{result['device']} startup: startup_cold_s={result['startup_cold_s']} "
+          f"startup_warm_s={result['startup_warm_s']}")            # the keys of BENCHMARKS.md's headline line
     return result
 
 
