@@ -17,8 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.load_server import ROOT, ServeProcess, device_name  # noqa: E402
+from engine.core.startup import PREFIX  # noqa: E402
 
-PHASE = re.compile(r"start-up: (.+?) (\d+(?:\.\d+)?) s(?: \((.*)\))?$")
+PHASE = re.compile(rf"{PREFIX} (.+?) (\d+(?:\.\d+)?) s(?: \((.*)\))?$")
 
 
 def phases(log: str) -> list[dict]:

@@ -27,6 +27,6 @@ def report_compiles() -> None:
     from torch._dynamo.utils import compilation_time_metrics, counters
     graphs = counters["stats"]["unique_graphs"]
     if graphs:
-        cache = counters["inductor"]
-        report("torch.compile, within the phases above", sum(compilation_time_metrics.get("_compile.compile_inner", [])),
-               f"{graphs} graphs; FX graph cache {cache['fxgraph_cache_hit']} hits, {cache['fxgraph_cache_miss']} misses")
+        hits, misses = counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"]
+        report("torch.compile, within the phases above", sum(compilation_time_metrics["_compile.compile_inner"]),
+               f"{graphs} graphs; FX graph cache {hits} hits, {misses} misses")
