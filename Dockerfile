@@ -1,7 +1,7 @@
 # The gateway on a CUDA runtime: `serve` is the entrypoint, /health the health check. Run it as README's Container says.
 FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PATH=/opt/venv/bin:$PATH \
-    QWEN_TTS_GATEWAY_VOICES=/voices HF_HOME=/models/hub
+    QWEN_TTS_GATEWAY_VOICES=/voices QWEN_TTS_GATEWAY_CACHE=/cache/compile HF_HOME=/models/hub
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv curl \
     && rm -rf /var/lib/apt/lists/* && python3 -m venv /opt/venv
 WORKDIR /app
@@ -13,7 +13,7 @@ COPY engine engine
 COPY aligner aligner
 COPY gateway gateway
 RUN pip install --no-deps ./integrations .
-VOLUME ["/models", "/voices"]
+VOLUME ["/models", "/voices", "/cache"]
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=600s CMD curl -sf http://127.0.0.1:8000/health || exit 1
 ENTRYPOINT ["qwen-tts-gateway", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.models.weights import seed_weights
+from engine.core.startup import phase
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
-from engine.models.weights import ModelLoadError, default_device_dtype, load_checkpoint
+from engine.models.weights import ModelLoadError, default_device_dtype, load_checkpoint, seed_weights
 
 from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
@@ -68,25 +68,28 @@ class Aligner:
         device, dtype = default_device_dtype(device, dtype)
         if (model is None) == (dummy is None):
             raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy")
-        if dummy is not None:
-            if dummy not in ("published", "tiny"):
-                raise ModelLoadError(f"unknown dummy aligner '{dummy}'; choose published or tiny")
-            cfg = AlignerConfig.from_dict(published_config() if dummy == "published" else tiny_config())
-            with torch.device(device):
-                net = AlignerModel(cfg)
-            seed_weights(net, seed)
-            path, name = PUBLISHED, f"dummy:{dummy}"
-        else:
-            path, name = resolve_aligner_dir(model), str(model)
-            net = AlignerModel(AlignerConfig.load(path))
-            load_checkpoint(net, path)
-        tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
-        net = net.to(device, dtype).eval()
-        net.pack()
+        if dummy is not None and dummy not in ("published", "tiny"):
+            raise ModelLoadError(f"unknown dummy aligner '{dummy}'; choose published or tiny")
+        with phase("aligner weights"):
+            if dummy is not None:
+                cfg = AlignerConfig.from_dict(published_config() if dummy == "published" else tiny_config())
+                with torch.device(device):
+                    net = AlignerModel(cfg)
+                seed_weights(net, seed)
+                path, name = PUBLISHED, f"dummy:{dummy}"
+            else:
+                path, name = resolve_aligner_dir(model), str(model)
+                net = AlignerModel(AlignerConfig.load(path))
+                load_checkpoint(net, path)
+            net = net.to(device, dtype).eval()
+            net.pack()
+        with phase("aligner tokenizer"):
+            tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         # lowest priority: where a forward runs beside an engine step, the step's kernels keep the SMs first
         stream = torch.cuda.Stream(device, priority=0) if device.type == "cuda" else None
         if device.type == "cuda" if graphs is None else graphs:
-            net.capture(stream)
+            with phase("aligner graphs"):
+                net.capture(stream)
         return cls(net, tokenizer, name, stream)
 
     def align(self, audio: np.ndarray, text: str, language: str, sample_rate: int = SAMPLE_RATE) -> list[Word]:

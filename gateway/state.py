@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from engine import REAL_CLOCK, Clock
+from engine.core.startup import report
 from qwen_tts_client import protocol as p
 
 from . import fatal
@@ -48,6 +49,7 @@ class Gateway:
         self.url: str | None = None          # serve's address, logged once every front end serves
         self.failure: str | None = None      # why the engine core failed, in one line
         self.reference_audio = ReferenceDecoder()
+        self.started = time.perf_counter()
 
     @property
     def ready(self) -> bool:
@@ -77,7 +79,7 @@ class Gateway:
             log.info("starting the engine core...")
             await self.engine.start()
             self.engine.on_failure = self._failed
-            log.info("engine core ready in %.1fs: %s", time.perf_counter() - t0, self.engine.info["model"])
+            report("engine core ready", time.perf_counter() - t0, self.engine.info["model"])
             self.status = "ready"
             self.reporter = asyncio.create_task(self._report())
         except Exception as exc:
@@ -92,6 +94,7 @@ class Gateway:
                 announced = True
                 log.info("listening on %s (%d front ends, model %s, %d streams)", self.url, self.config.workers,
                          self.engine.info["model"], self.engine.stats.get("max_active", 0))
+                report("serving", time.perf_counter() - self.started, "every front end up")
             await asyncio.sleep(1.0)
 
     def _failed(self, reason: str) -> None:

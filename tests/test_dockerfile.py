@@ -38,3 +38,15 @@ def test_the_entrypoint_is_the_projects_serve_command():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     entry = re.search(r'^ENTRYPOINT \["([^"]+)", "serve"', DOCKERFILE, re.M)
     assert entry and entry[1] in scripts
+
+
+def test_the_compile_cache_is_a_volume_in_the_image_and_on_every_gpu_pod():
+    """A restarted container or an added replica starts warm (README: Start-up)."""
+    cache = re.search(r"QWEN_TTS_GATEWAY_CACHE=(\S+)", DOCKERFILE)[1]
+    volumes = re.search(r"^VOLUME (\[.*\])$", DOCKERFILE, re.M)[1]
+    assert any(cache.startswith(v) for v in re.findall(r'"([^"]+)"', volumes)), (cache, volumes)
+    rayservice = (ROOT / "deploy" / "rayservice.yaml").read_text()
+    workers = rayservice[rayservice.index("workerGroupSpecs"):]
+    mount = re.search(r"\{name: compile-cache, mountPath: (\S+)\}", workers)
+    assert mount and cache.startswith(mount[1]) and "claimName: qwen-tts-compile-cache" in workers
+    assert "name: qwen-tts-compile-cache" in rayservice and "ReadWriteMany" in rayservice

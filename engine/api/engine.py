@@ -18,6 +18,7 @@ from engine.core.runner import ModelRunner
 from engine.core.side_work import SideWork
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
+from engine.core.startup import phase, report
 from engine.core.step import Step
 from engine.kernels.registry import KernelSettings, select
 from engine.models import load_model
@@ -47,10 +48,18 @@ class Engine:
         kv_blocks = None if by_memory else max_seqs * kv_tokens_per_seq // block_size
         self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs, chosen.side_decode)
         if by_memory:
-            self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization, max_seqs))
+            graphs = 0
+            if cuda:
+                with phase("compile and graph sizing"):    # each stage's first call compiles its layer math
+                    graphs = self.runner.graph_bytes()
+            with phase("KV allocation"):
+                self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization, max_seqs, graphs))
+        self.runner.limit_batch(self.runner.kv.num_blocks - 1)     # each admitted stream holds a block at least
         if self.runner.predict_stage.use_graphs:
             reserved = torch.cuda.memory_reserved()
-            self.runner.capture_all()
+            seconds, counts = self.runner.capture_all()
+            for name in seconds:
+                report(f"graphs {name}", seconds[name], f"{counts[name]} graphs")
             log.info("graphs captured: %.1f GiB", (torch.cuda.memory_reserved() - reserved) / (1 << 30))
         gc.collect()
         gc.freeze()      # no long GC pauses mid-stream

@@ -4,13 +4,13 @@ import functools
 import torch
 
 
-def capture_graph(fn, inputs: list, pool=None, warmups: int = 1, stream=None):
-    """Concurrently replayed graphs need distinct capture streams (a graph keeps its stream's cuBLAS workspace)."""
+def capture_graph(fn, inputs: list, pool=None, stream=None):
+    """One eager run first does the lazy work (cuDNN's search, Triton's and dynamo's compiles, cuBLAS's workspace).
+    Concurrently replayed graphs need distinct capture streams (a graph keeps its stream's cuBLAS workspace)."""
     side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(warmups):
-            fn(*inputs)
+        fn(*inputs)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=stream):
@@ -62,7 +62,7 @@ class StagedGraphs:
     def capture(self, variant, bucket: int, like) -> None:
         """Capture on padding only (the scratch slot), so live streams' state is untouched."""
         static_in = self.pad([x[:0] for x in like], bucket)
-        graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool, warmups=2,
+        graph, static_out = capture_graph(functools.partial(self.fn, variant), static_in, self.pool,
                                           stream=self.stream)
         self.pool = graph.pool()
         self.graphs[(bucket, variant)] = (graph, static_in, static_out)

@@ -50,9 +50,10 @@ def check_weights_fit(params: int, device: torch.device) -> None:
                              f"{'free on the GPU' if cuda else 'of RAM available'}; free memory or pick a smaller variant")
 
 
-def kv_blocks_for_memory(runner, utilization: float, max_seqs: int) -> int:
+def kv_blocks_for_memory(runner, utilization: float, max_seqs: int, graph_bytes: int = 0) -> int:
+    """`graph_bytes`: the stages' eager peak at their largest bucket (runner.graph_bytes), on a GPU."""
     if runner.device.type == "cuda":
-        graphs = int(GRAPH_FACTOR * runner.graph_bytes())
+        graphs = int(GRAPH_FACTOR * graph_bytes)
         free, total = torch.cuda.mem_get_info(runner.device)
         where, cap = "GPU", None
     else:

@@ -1,5 +1,7 @@
 """Runs the model's stages on slot-indexed device state; slot `max_seqs` is scratch for padding rows."""
 import math
+import time
+from collections import Counter
 
 import torch
 
@@ -56,13 +58,26 @@ class ModelRunner:
         return variants + [(self.decode_stage, None, [i64(), i64(self.model.audio.num_codebooks)]),
                            (self.prefill_stage, None, [rows, i64(), i64()])]
 
+    def limit_batch(self, most: int) -> None:
+        """No batch grows past `most` streams (what the KV cache admits): larger buckets are never captured."""
+        if most < self.scratch:
+            for stage in (self.predict_stage, self.talk_stage, self.decode_stage, self.first_stage):
+                stage.buckets = buckets_up_to(most)
+
     @torch.inference_mode()
-    def capture_all(self) -> None:
-        """Largest first, so smaller graphs reuse the shared pool's memory."""
+    def capture_all(self) -> tuple[Counter, Counter]:
+        """Largest first, so smaller graphs reuse the shared pool's memory; -> seconds and graphs per stage."""
+        names = {self.predict_stage: "predict", self.talk_stage: "talk", self.first_stage: "first",
+                 self.decode_stage: "decode", self.prefill_stage: "prefill"}
         graphs = [(bucket, stage, variant, like) for stage, variant, like in self._stage_inputs()
                   for bucket in stage.buckets]
+        seconds, counts = Counter(), Counter()
         for bucket, stage, variant, like in sorted(graphs, key=lambda g: -g[0]):
+            t0 = time.perf_counter()
             stage.capture(variant, bucket, like)
+            seconds[names[stage]] += time.perf_counter() - t0
+            counts[names[stage]] += 1
+        return seconds, counts
 
     @torch.inference_mode()
     def graph_bytes(self) -> int:

@@ -1,6 +1,8 @@
 """The subcommands of `qwen-tts-gateway`, a module each: its parser (`add_parser`) and its run (`run`)."""
 import argparse
 
+from .. import cache_dir
+
 
 class DefaultsShown(argparse.HelpFormatter):
     """Every option's default in its help, unless the help already says it or there is none to say."""
@@ -26,6 +28,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                      help="random weights of the real architecture: tiny (fast on a CPU), tiny-<variant> (its "
                           "layout, small) or a published variant; one of: %(choices)s")
     add_device_args(p)
+    cache_dir.add_argument(p)
 
 
 def add_device_args(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """`qwen-tts-gateway serve`: the streaming gateway (WebSocket protocol v1 and the HTTP API)."""
 import os
 
-from .. import limits, voice_map
+from .. import cache_dir, limits, voice_map
 from . import DefaultsShown, add_model_args
 
 
@@ -75,6 +75,7 @@ def run(args, argv: list[str]) -> int:
     if args.replicas:
         from ..replicas.launch import run as run_replicas
         return run_replicas(args, argv)
+    cache_dir.use(args.cache_dir)                     # the engine core, spawned below, compiles into it
     config = GatewayConfig(api_keys=tuple(args.api_keys), max_sockets=args.max_sockets,
                            max_contexts_per_socket=args.max_contexts_per_socket,
                            context_timeout=args.context_timeout, max_message_bytes=args.max_message_bytes,

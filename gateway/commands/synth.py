@@ -2,6 +2,7 @@
 import sys
 import time
 
+from .. import cache_dir
 from . import DefaultsShown, add_model_args
 
 
@@ -32,6 +33,7 @@ def add_parser(sub):
 def run(args) -> int:
     import numpy as np
 
+    cache_dir.use(args.cache_dir)
     from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
     from engine.api.wav import read_wav, write_wav
 

@@ -27,6 +27,7 @@ class EngineSpec:
     def build(self):
         from aligner import Aligner
         from engine import Engine, default_device_dtype
+        from engine.core.startup import phase, report, report_compiles
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
@@ -48,7 +49,11 @@ class EngineSpec:
                  "given" if self.kv_tokens_per_stream else
                  f"{self.gpu_memory_utilization:g} of the {'GPU' if cuda else 'RAM available'}",
                  step_ms)
-        return engine, warm_up(engine, aligner)
+        with phase("warm-up"):
+            aligner = warm_up(engine, aligner)
+        report_compiles()
+        report("engine core", time.perf_counter() - t0)
+        return engine, aligner
 
 
 def warm_up(engine, aligner=None):

@@ -8,6 +8,7 @@ from torch import nn
 from engine.api.request import VoiceRef
 from engine.api.voice_input import resample
 from engine.core.memory import check_weights_fit
+from engine.core.startup import phase
 from engine.models.base import AudioFormat, KVLayout
 from engine.models.qwen3_tts.checks import RequestRules, check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
@@ -95,28 +96,30 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
     device, dtype = default_device_dtype(device, dtype)
     if (model is None) == (dummy is None):
         raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy (a variant)")
-    if dummy is not None:
-        cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
-        check_weights_fit(parameters(cfg), device)
-        with torch.device(device):
+    with phase("weights"):
+        if dummy is not None:
+            cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
+            check_weights_fit(parameters(cfg), device)
+            with torch.device(device):
+                tts, codec = TTSModel(cfg), Codec(cfg.codec)
+            seed_weights(tts, seed)
+            seed_weights(codec, seed + 1)
+            name = f"dummy:{dummy}"
+        else:
+            path = resolve_model_dir(model)
+            cfg = TTSConfig.load(path)
+            check_weights_fit(parameters(cfg), torch.device("cpu"))         # built on the CPU, then moved
             tts, codec = TTSModel(cfg), Codec(cfg.codec)
-        seed_weights(tts, seed)
-        seed_weights(codec, seed + 1)
-        name = f"dummy:{dummy}"
-    else:
-        path = resolve_model_dir(model)
-        cfg = TTSConfig.load(path)
-        check_weights_fit(parameters(cfg), torch.device("cpu"))         # built on the CPU, then moved
-        tts, codec = TTSModel(cfg), Codec(cfg.codec)
-        load_checkpoint(tts, path)
-        load_checkpoint(codec, path / "speech_tokenizer")
-        name = str(model)
-    tts = tts.to(device, dtype).eval()
-    tts.talker.model.pack()
-    tts.talker.code_predictor.model.pack()
-    codec = codec.to(device, dtype).eval()
-    codec.encoder.float()           # reference codes are computed once per voice: keep them exact
-    codec.decoder.quantizer.refresh()
-    codec.decoder.pack()
-    tokenizer = TextTokenizer.load(path if dummy is None and (path / "vocab.json").exists() else None)
+            load_checkpoint(tts, path)
+            load_checkpoint(codec, path / "speech_tokenizer")
+            name = str(model)
+        tts = tts.to(device, dtype).eval()
+        tts.talker.model.pack()
+        tts.talker.code_predictor.model.pack()
+        codec = codec.to(device, dtype).eval()
+        codec.encoder.float()           # reference codes are computed once per voice: keep them exact
+        codec.decoder.quantizer.refresh()
+        codec.decoder.pack()
+    with phase("tokenizer"):
+        tokenizer = TextTokenizer.load(path if dummy is None and (path / "vocab.json").exists() else None)
     return LoadedModel(cfg, tts, codec, tokenizer, device, dtype, name)

@@ -1,5 +1,6 @@
 """Qwen2 byte-level BPE as the reference processor tokenizes, with the Mistral split regex fix_mistral_regex selects.
 Client text is plain text: only the model's own prompt scaffolding (encode_prompt) yields control ids."""
+import hashlib
 import json
 import re
 from collections import defaultdict
@@ -19,6 +20,7 @@ CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u
                  "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
 ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
+SHARED: dict[bytes, tuple[Tokenizer, dict]] = {}    # vocab and merges (the aligner's are the TTS model's) -> built
 
 
 class TextTokenizer:
@@ -37,13 +39,23 @@ class TextTokenizer:
         dir = Path(dir) if dir is not None else ASSETS / "tokenizer"
         config = json.loads((dir / "tokenizer_config.json").read_text())
         added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
-        plain, control = (cls._bpe(dir) for _ in range(2))
+        plain, merges = cls._plain(dir)
+        control = cls._bpe(dir)
         control.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
-        merges = defaultdict(list)             # (left, the right's first byte) -> the rights: who may join a token
-        for line in (dir / "merges.txt").read_text(encoding="utf-8").splitlines()[1:]:
-            left, right = line.split(" ")
-            merges[left, right[0]].append(right)
-        return cls(plain, control, {t["content"]: int(i) for i, t in added}, dict(merges), exact)
+        return cls(plain, control, {t["content"]: int(i) for i, t in added}, merges, exact)
+
+    @classmethod
+    def _plain(cls, dir: Path) -> tuple[Tokenizer, dict]:
+        """Built once a process: the plain BPE is never changed, the merges only read."""
+        vocab, text = (dir / "vocab.json").read_bytes(), (dir / "merges.txt").read_bytes()
+        key = hashlib.blake2b(vocab + b"\0" + text, digest_size=16).digest()
+        if key not in SHARED:
+            merges = defaultdict(list)             # (left, the right's first byte) -> the rights: who may join a token
+            for line in text.decode("utf-8").splitlines()[1:]:
+                left, right = line.split(" ")
+                merges[left, right[0]].append(right)
+            SHARED[key] = cls._bpe(dir), dict(merges)
+        return SHARED[key]
 
     @staticmethod
     def _bpe(dir: Path) -> Tokenizer:

@@ -1,0 +1,76 @@
+"""Start-up work: each phase logs its seconds, graphs are captured only for batches the KV cache can admit, and the
+aligner shares the TTS model's tokenizer files, built once."""
+import logging
+
+import pytest
+
+from bench.startup_bench import phases
+from engine import Engine
+from engine.core.graphs import StagedGraphs
+from engine.models import load_model
+from engine.models.qwen3_tts.text_tokenizer import SHARED, TextTokenizer
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(dummy="tiny", device="cpu")
+
+
+def logged_phases(caplog) -> dict:
+    return {p["phase"]: p["seconds"] for p in phases("\n".join(r.getMessage() for r in caplog.records))}
+
+
+def test_loading_logs_each_phase_with_its_seconds_as_the_bench_reads_them(caplog):
+    caplog.set_level(logging.INFO, "qwen_tts_engine")
+    Engine(load_model(dummy="tiny", device="cpu"), max_seqs=4)
+    logged = logged_phases(caplog)
+    assert {"weights", "tokenizer", "KV allocation"} <= set(logged), logged
+    assert all(s >= 0 for s in logged.values())
+
+
+def test_the_bench_reads_phase_names_seconds_and_details():
+    log = ("12:00:01 INFO engine-core: start-up: graphs talk 12.5 s (62 graphs)\n"
+           "12:00:02 INFO qwen_tts_gateway: start-up: engine core ready 80.0 s (dummy:1.7B-CustomVoice)\n"
+           "12:00:03 INFO engine-core: KV cache: 50.2 GiB = ...\n")
+    assert phases(log) == [dict(phase="graphs talk", seconds=12.5, detail="62 graphs"),
+                           dict(phase="engine core ready", seconds=80.0, detail="dummy:1.7B-CustomVoice")]
+
+
+def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypatch):
+    """Every admitted stream reserves a block at least: 32 blocks admit 32 streams, whatever max_seqs says."""
+    engine = Engine(model, max_seqs=64, kv_tokens_per_seq=8)      # 64 x 8 tokens = 32 blocks of 16
+    admission, runner = engine.scheduler.admission, engine.runner
+    reach = admission.kv_tokens // admission.block_size
+    assert reach == 32
+    for stage in (runner.predict_stage, runner.talk_stage, runner.first_stage, runner.decode_stage):
+        assert stage.buckets[-1] == reach and stage.buckets == sorted(stage.buckets)
+    captured = []
+    monkeypatch.setattr(StagedGraphs, "capture", lambda stage, variant, bucket, like: captured.append((stage, bucket)))
+    seconds, counts = runner.capture_all()
+    assert max(bucket for stage, bucket in captured if stage is not runner.prefill_stage) == reach
+    per_stage = len(runner.predict_stage.buckets)
+    assert counts == dict(predict=2 * per_stage, talk=2 * per_stage, first=2 * per_stage, decode=per_stage,
+                          prefill=len(runner.prefill_stage.buckets))
+    assert set(seconds) == set(counts)
+    assert Engine(model, max_seqs=64, kv_tokens_per_seq=64).runner.predict_stage.buckets[-1] == 64
+
+
+def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_tokens():
+    from aligner.align import PUBLISHED
+    tts, aligner = TextTokenizer.load(), TextTokenizer.load(PUBLISHED)
+    assert aligner._tok is tts._tok and aligner._merges is tts._merges
+    assert "<non_speech>" in aligner.special_ids and "<non_speech>" not in tts.special_ids
+    SHARED.clear()                                       # a fresh build gives the same ids
+    text = "Hello, 世界! It's 3.14 <|im_end|> ok"
+    assert TextTokenizer.load(PUBLISHED).encode(text) == aligner.encode(text)
+
+
+def test_torch_compiles_share_is_reported_with_its_graphs_and_cache_hits(caplog):
+    import torch
+    from engine.core.startup import report_compiles
+    caplog.set_level(logging.INFO, "qwen_tts_engine")
+    double = torch.compile(lambda x: x * 2, dynamic=True, backend="eager")
+    double(torch.ones(3))
+    report_compiles()
+    [line] = [p for p in phases(caplog.text) if p["phase"].startswith("torch.compile")]
+    assert line["seconds"] > 0 and "graphs; FX graph cache" in line["detail"]
