@@ -1,8 +1,10 @@
-"""Work beside the engine in turns on its device between steps, within the listeners' slack; alone, since side
-kernels beside a step's small dependent ones slow both."""
+"""Work beside the engine in turns on its device between steps, within the frame's planned share or the listeners'
+slack; alone, since side kernels beside a step's small dependent ones slow both."""
 import threading
 import time
 from contextlib import contextmanager
+
+from engine.core.turn_plan import TurnPlan
 
 
 class Turn:
@@ -23,9 +25,11 @@ class Turn:
 
 
 class SideWork:
-    def __init__(self, timeout_s: float = 1.0):
+    def __init__(self, timeout_s: float = 1.0, frame_s: float = 0.08):
         self._cv = threading.Condition()
         self.timeout_s = timeout_s
+        self.plan = TurnPlan(frame_s)
+        self._spent = 0.0                  # device seconds of turns reported since the last step
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
         self._given: Turn | None = None
         self._current: Turn | None = None
@@ -66,9 +70,20 @@ class SideWork:
             self.open = False
             return self._wait(self._current)
 
-    def offer(self, slack_s: float, reserve_s: float, settle):
-        """After a step: a turn if the slack past `reserve_s` covers 1.5x its cost."""
-        cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
+    def spent(self, seconds: float) -> None:
+        """From the side worker: the device time its turns took, once measured."""
+        with self._cv:
+            self._spent += seconds
+
+    def planned(self, step_s: float) -> float:
+        """After each step: the device seconds of this frame's planned share."""
+        with self._cv:
+            side, self._spent = self._spent, 0.0
+        return self.plan.after_step(step_s, side)
+
+    def offer(self, slack_s: float, reserve_s: float, settle, planned_s: float = 0.0):
+        """After a step: a turn if the frame's planned share, or the slack past `reserve_s` over 1.5, covers its cost."""
+        cost, budget = self.wanted, max(planned_s, (slack_s - reserve_s) / 1.5)
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)
