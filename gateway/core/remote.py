@@ -27,3 +27,7 @@ class RemoteAligner:
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
         return self.client._call("align", audio, units, due, future=Future())
+
+    def admit(self) -> Future:
+        """-> a Future of None (a new context gets words) or the reason it gets none."""
+        return self.client._call("admit_words", future=Future())

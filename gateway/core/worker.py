@@ -114,6 +114,8 @@ class EngineWorker:
                 self.put(peer, ("voice", args[0], deleted))
             elif kind == "align":
                 self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
+            elif kind == "admit_words":
+                self.aligner.admit().add_done_callback(partial(self._answer, peer, "aligned", args[0]))
             elif kind == "shutdown":
                 self.running = False
         except Exception as exc:              # bad input: answered; the core goes on
@@ -121,7 +123,8 @@ class EngineWorker:
                 self.requests.pop((peer, args[0]), None)
                 if handle:
                     handle.cancel()
-            answer = {"voice": "voice", "delete_voice": "voice", "align": "aligned"}.get(kind, "error")
+            answer = {"voice": "voice", "delete_voice": "voice", "align": "aligned", "admit_words": "aligned"}.get(kind,
+                                                                                                           "error")
             self.put(peer, (answer, args[0], wire.Failure.of(exc)))
 
     def _deliver(self, peer: bytes, rid: int, handle, item) -> None:
@@ -151,7 +154,8 @@ class EngineWorker:
         stats = dict(self.engine.stats(), frontends=self.reports)
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
-                         aligner_audio_s=self.aligner.stats["audio_seconds"])
+                         aligner_audio_s=self.aligner.stats["audio_seconds"],
+                         aligner_refused=self.aligner.stats["refused"])
         return stats
 
     def close(self) -> None:
