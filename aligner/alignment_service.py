@@ -18,6 +18,7 @@ from .stream import RATE
 from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
+TURNS = 3                 # a batch's forward spans about this many planned turns
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -32,8 +33,8 @@ class AlignmentService:
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * rate)
         self.rate, self.clock = rate, clock       # the engine's audio, which the jobs hold
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
-        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
-        self.per_audio_s = 0.0003                 # device seconds per aligned audio-second: learnt likewise
+        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a slice's device time: learnt from the turns taken
+        self.marginal_s = 0.0002                  # device seconds per aligned audio-second past the slices' fixed
         self.admission, self.waited_s = WordsAdmission(clock), 0.0
         self.jobs: queue.Queue = queue.Queue()
         self.max_queue = max_queue
@@ -61,8 +62,9 @@ class AlignmentService:
     def admit(self) -> Future:
         """-> a Future of None (a new context gets words) or the reason it gets none; from submit()'s thread."""
         capacity = self.side_work.plan.capacity if self.side_work else 1.0
-        future = Future()
-        future.set_result(self.admission.admit(self.per_audio_s, capacity, self.waited_s if self.queued else 0.0))
+        per_audio_s = self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
+        future = Future()           # (what audio costs in full batches, as it is aligned near capacity)
+        future.set_result(self.admission.admit(per_audio_s, capacity, self.waited_s if self.queued else 0.0))
         if future.result():
             self.stats["refused"] += 1
         return future
@@ -103,15 +105,24 @@ class AlignmentService:
                 break
         while self._take():                       # everything queued meanwhile competes by due time
             pass
-        batch, samples = [], 0
+        batch, samples, most = [], 0, self._batch_samples()
         while self.waiting and len(batch) < self.max_batch:
             item = self.waiting[0][2]
-            if batch and samples + len(item[0]) > self.max_samples:   # leads the next batch
+            if batch and samples + len(item[0]) > most:   # leads the next batch
                 break
             heapq.heappop(self.waiting)
             batch.append(item)
             samples += len(item[0])
         return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
+
+    def _batch_samples(self) -> int:
+        """Audio a batch may hold: its forward within TURNS turns as the engine plans them (larger batches spread the
+        slices' fixed time; a job waits for one batch before its own)."""
+        if self.side_work is None:
+            return self.max_samples
+        forward = TURNS * self.side_work.plan.turn_s - self.aligner.slices * self.fixed_s
+        seconds = max(forward, 0.0) / self.marginal_s
+        return int(min(self.max_samples, seconds * self.rate))
 
     def _isolated(self, batch: list) -> None:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
@@ -146,7 +157,7 @@ class AlignmentService:
             with self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 count = fitting(costs, t.budget_s)
-                taken.append((t, sum(weights[:count])))
+                taken.append((t, sum(weights[:count]), count))
                 yield count, t
         t0 = time.perf_counter()
         results = self.aligner.align_units(items, self.rate, turn if self.side_work else None)
@@ -157,14 +168,13 @@ class AlignmentService:
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(batch)
         self.stats["audio_seconds"] += audio_s
-        measured = [(seconds, gflop) for t, gflop in taken if (seconds := t.seconds()) is not None]
-        for seconds, gflop in measured:
+        measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
+        for seconds, gflop, n in measured:
             self.stats["device_seconds"] += seconds
-            self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - self.fixed_s) / max(gflop, 1e-3)
+            self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - n * self.fixed_s) / max(gflop, 1e-3)
         if measured and len(measured) == len(taken):
-            spent = sum(seconds for seconds, _ in measured)
-            self.side_work.spent(spent)
-            self.per_audio_s = 0.8 * self.per_audio_s + 0.2 * spent / max(audio_s, 1e-3)
+            spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
+            self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
 

@@ -5,7 +5,7 @@ from collections import deque
 
 
 class WordsAdmission:
-    def __init__(self, clock, fill: float = 0.8, window_s: float = 2.0, ramp_s: float = 3.0,
+    def __init__(self, clock, fill: float = 0.8, window_s: float = 2.0, ramp_s: float = 1.5,
                  context_audio: float = 2.0, late_s: float = 1.0):
         """`context_audio`: audio seconds a second a new context is expected to submit (faster than real time while
         the engine runs ahead, windows re-aligned in part); `late_s`: a job that waited this long means behind."""

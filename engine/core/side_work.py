@@ -17,6 +17,10 @@ class Turn:
     def end(self, done=None, started=None) -> None:
         self.gate._end(self, done, started)
 
+    def timed(self) -> bool:
+        """Its device time can be read without waiting (or it has none to read)."""
+        return self.ended and (self.started is None or self.done is None or self.done.query())
+
     def seconds(self) -> float | None:
         if self.started is None or self.done is None:
             return None
@@ -29,7 +33,7 @@ class SideWork:
         self._cv = threading.Condition()
         self.timeout_s = timeout_s
         self.plan = TurnPlan(frame_s)
-        self._spent = 0.0                  # device seconds of turns reported since the last step
+        self._untimed: list[Turn] = []     # turns given whose device time the plan has not counted yet
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
         self._given: Turn | None = None
         self._current: Turn | None = None
@@ -70,16 +74,12 @@ class SideWork:
             self.open = False
             return self._wait(self._current)
 
-    def spent(self, seconds: float) -> None:
-        """From the side worker: the device time its turns took, once measured."""
-        with self._cv:
-            self._spent += seconds
-
     def planned(self, step_s: float) -> float:
-        """After each step: the device seconds of this frame's planned share."""
+        """After each step (`step_s`: its time, turns included): the device seconds of this frame's planned share."""
         with self._cv:
-            side, self._spent = self._spent, 0.0
-        return self.plan.after_step(step_s, side)
+            timed = [t for t in self._untimed if t.timed()]
+            self._untimed = [t for t in self._untimed if t not in timed]
+        return self.plan.after_step(step_s, sum(t.seconds() or 0.0 for t in timed))
 
     def offer(self, slack_s: float, reserve_s: float, settle, planned_s: float = 0.0):
         """After a step: a turn if the frame's planned share, or the slack past `reserve_s` over 1.5, covers its cost."""
@@ -94,6 +94,7 @@ class SideWork:
             if self.wanted is None or self._given is not None:
                 return None
             self._given = Turn(self, True, after, budget_s)
+            self._untimed.append(self._given)
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 

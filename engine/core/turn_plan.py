@@ -7,12 +7,14 @@ class TurnPlan:
         self.frame_s, self.fill = frame_s, fill
         self.side_s = 0.0          # device seconds of side work per step, recent
         self.capacity = 1.0        # side work's device seconds per second, recent: what word contexts are admitted on
+        self.turn_s = frame_s      # a turn's planned device seconds, recent: what side work sizes its slices to
 
     def after_step(self, step_s: float, side_s: float) -> float:
         """`step_s`: the engine's time per step, turns included; `side_s`: side work's device time since the last
         step. -> the device seconds a turn may take now."""
-        self.side_s = 0.8 * self.side_s + 0.2 * side_s
+        self.side_s = 0.9 * self.side_s + 0.1 * side_s            # as the engine's step time averages
         alone = max(step_s - self.side_s, 0.0)
         planned = max(self.fill * self.frame_s - alone, 0.0)
-        self.capacity = 0.95 * self.capacity + 0.05 * planned / max(alone + planned, 1e-6)
+        self.capacity = 0.8 * self.capacity + 0.2 * planned / max(alone + planned, 1e-6)
+        self.turn_s = 0.8 * self.turn_s + 0.2 * planned
         return planned
