@@ -60,11 +60,15 @@ class AlignmentService:
         return future
 
     def admit(self) -> Future:
-        """-> a Future of None (a new context gets words) or the reason it gets none; from submit()'s thread."""
-        capacity = self.side_work.plan.capacity if self.side_work else 1.0
+        """-> a Future of None (a new context gets words) or the reason it gets none; from submit()'s thread. Without
+        a plan (on a CPU) every context gets words, bounded by the aligner timeout."""
+        future = Future()
+        if self.side_work is None or self.side_work.plan is None:
+            future.set_result(None)
+            return future
         per_audio_s = self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
-        future = Future()           # (what audio costs in full batches, as it is aligned near capacity)
-        future.set_result(self.admission.admit(per_audio_s, capacity, self.waited_s if self.queued else 0.0))
+        future.set_result(self.admission.admit(per_audio_s, self.side_work.plan.capacity,    # (at full batches)
+                                               self.waited_s if self.queued else 0.0))
         if future.result():
             self.stats["refused"] += 1
         return future
@@ -118,7 +122,7 @@ class AlignmentService:
     def _batch_samples(self) -> int:
         """Audio a batch may hold: its forward within TURNS turns as the engine plans them (larger batches spread the
         slices' fixed time; a job waits for one batch before its own)."""
-        if self.side_work is None:
+        if self.side_work is None or self.side_work.plan is None:
             return self.max_samples
         forward = TURNS * self.side_work.plan.turn_s - self.aligner.slices * self.fixed_s
         seconds = max(forward, 0.0) / self.marginal_s

@@ -162,22 +162,6 @@ def test_a_stalled_aligner_costs_only_the_words_once_the_timeout_passes():
         srv.stop()
 
 
-def test_a_context_refused_words_is_told_before_its_audio_and_speaks_on(server, monkeypatch):
-    """The device has no time planned for another context's words: one `words_refused` with the reason, before the
-    first audio, then the audio to `done` as without words; the next context asks again."""
-    from aligner.words_admission import WordsAdmission
-    full = "the device has no time left for word alignment at this load (0.30 device-s/s wanted, 0.20 planned)"
-    monkeypatch.setattr(WordsAdmission, "admit", lambda self, *args: full)
-    log, _ = asyncio.run(converse(server, p.Text("f", "no words for this one", seed=3), p.End("f")))
-    assert_only_the_words_lost(server, log, p.WORDS_REFUSED)
-    refused = next(m for _, m in log if isinstance(m, p.Error))
-    assert full in refused.message and not refused.retryable and not p.ends_context(refused)
-    assert [type(m) for _, m in log].index(p.Error) < [type(m) for _, m in log].index(p.Audio)
-    monkeypatch.undo()
-    log, _ = asyncio.run(converse(server, p.Text("g", "words for this one", seed=3), p.End("g")))
-    assert words_of(log) and not [m for _, m in log if isinstance(m, p.Error)]
-
-
 def test_no_word_timestamps_when_not_asked(server):
     log, _ = asyncio.run(converse(server, p.Text("n", "quiet words here", seed=4, word_timestamps=False), p.End("n")))
     assert not words_of(log) and isinstance(log[-1][1], p.Done)

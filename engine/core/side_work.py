@@ -29,10 +29,11 @@ class Turn:
 
 
 class SideWork:
-    def __init__(self, timeout_s: float = 1.0, frame_s: float = 0.08):
+    def __init__(self, timeout_s: float = 1.0, frame_s: float | None = None):
+        """`frame_s`: plan a share of each frame for side work (on a GPU, where turns are timed); None: no plan."""
         self._cv = threading.Condition()
         self.timeout_s = timeout_s
-        self.plan = TurnPlan(frame_s)
+        self.plan = TurnPlan(frame_s) if frame_s else None
         self._untimed: list[Turn] = []     # turns given whose device time the plan has not counted yet
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
         self._given: Turn | None = None
@@ -76,6 +77,8 @@ class SideWork:
 
     def planned(self, step_s: float) -> float:
         """After each step (`step_s`: its time, turns included): the device seconds of this frame's planned share."""
+        if self.plan is None:
+            return 0.0
         with self._cv:
             timed = [t for t in self._untimed if t.timed()]
             self._untimed = [t for t in self._untimed if t not in timed]
@@ -94,7 +97,8 @@ class SideWork:
             if self.wanted is None or self._given is not None:
                 return None
             self._given = Turn(self, True, after, budget_s)
-            self._untimed.append(self._given)
+            if self.plan is not None:
+                self._untimed.append(self._given)
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 

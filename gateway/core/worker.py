@@ -31,6 +31,7 @@ class EngineWorker:
         os.set_blocking(self.wake_w, False)
         self.signalled = False
         self.requests: dict = {}              # (peer, rid) -> the engine's RequestHandle
+        self.aligning: dict = {}              # (peer, key) -> the aligner's Future of a job
         self.peers: set[bytes] = set()
         self.reports: dict[str, dict] = {}    # each front end's metrics, for every front end's /metrics
         self.voice_names: list[str] = []       # as last shipped to the front ends
@@ -113,7 +114,10 @@ class EngineWorker:
                 self._ship_voice_names()
                 self.put(peer, ("voice", args[0], deleted))
             elif kind == "align":
-                self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
+                self.aligning[(peer, args[0])] = job = self.aligner.submit(*args[1:])
+                job.add_done_callback(partial(self._aligned, peer, args[0]))
+            elif kind == "unalign" and (job := self.aligning.pop((peer, args[0]), None)):
+                job.cancel()                  # skipped when its batch is formed; no answer is awaited
             elif kind == "admit_words":
                 self.aligner.admit().add_done_callback(partial(self._answer, peer, "aligned", args[0]))
             elif kind == "shutdown":
@@ -131,6 +135,10 @@ class EngineWorker:
         if isinstance(item, Exception) or item.final:
             self.requests.pop((peer, rid), None)
         self.put(peer, ("error", rid, wire.Failure.of(item)) if isinstance(item, Exception) else ("chunk", rid, item))
+
+    def _aligned(self, peer: bytes, key: int, future) -> None:
+        self.aligning.pop((peer, key), None)
+        self._answer(peer, "aligned", key, future)      # a dropped one too: the front end forgets the call
 
     def _answer(self, peer: bytes, kind: str, key: int, future) -> None:
         exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
