@@ -18,7 +18,7 @@ from .stream import RATE
 from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
-TURNS = 3                 # a batch's forward spans about this many planned turns
+TURNS = 2.5               # a batch's forward spans about this many planned turns (its first slice, up to 30%, fits one)
 
 
 class AlignmentUnavailable(RuntimeError):

@@ -27,12 +27,13 @@ def test_a_steady_load_gets_every_window_aligned_before_it_is_due(step_ms, per_s
 
 def test_overload_refuses_new_contexts_words_and_keeps_every_admitted_one_in_time():
     """Steps leave 14 ms of a frame (6 ms planned for side work), 80 contexts a second ask for words: most are
-    refused with the reason, up front; the others get every window before it is due."""
+    refused with the reason (the demand past the share, or a job that waited a second), up front; the others get
+    every window before it is due."""
     frames = Frames(0.066)
     frames.run(10.0, contexts(80, 8.0, 6))
     asked = int(80 * 8.0)
     assert asked / 2 < len(frames.refused) < asked
-    assert all("no time left for word alignment" in r for r in frames.refused)
+    assert all("no time left for word alignment" in r or "the aligner is behind" in r for r in frames.refused)
     assert frames.due and frames.late() == []
     gaps = [b - a for a, b in zip(frames.step_starts, frames.step_starts[1:])]
     assert max(gaps) <= FRAME_S + 1e-9
