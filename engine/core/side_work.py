@@ -82,7 +82,7 @@ class SideWork:
         with self._cv:
             timed = [t for t in self._untimed if t.timed()]
             self._untimed = [t for t in self._untimed if t not in timed]
-        return self.plan.after_step(step_s, sum(t.seconds() or 0.0 for t in timed))
+        return self.plan.after_step(step_s, sum(map(device_seconds, timed)))
 
     def offer(self, slack_s: float, reserve_s: float, settle, planned_s: float = 0.0):
         """After a step: a turn if the frame's planned share, or the slack past `reserve_s` over 1.5, covers its cost."""
@@ -112,3 +112,10 @@ class SideWork:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
             return None
         return turn.done
+
+
+def device_seconds(turn: Turn) -> float:
+    try:
+        return turn.seconds() or 0.0
+    except RuntimeError:        # an event never recorded (its work failed): the engine thread goes on
+        return 0.0
