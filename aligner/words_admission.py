@@ -16,17 +16,16 @@ class WordsAdmission:
         self.admitted: deque = deque()       # when each context of the last `ramp_s` was admitted
 
     def submit(self, audio_s: float) -> None:
-        self.submitted.append((self.clock.monotonic(), audio_s))
+        now = self.clock.monotonic()
+        self._forget(now)
+        self.submitted.append((now, audio_s))
         self.audio_s += audio_s
 
     def admit(self, per_audio_s: float, capacity: float, waited_s: float) -> str | None:
         """None: admitted; else the reason. `capacity`: side work's device seconds a second; `waited_s`: the longest
         a job of the last batch waited."""
         now = self.clock.monotonic()
-        while self.submitted and self.submitted[0][0] < now - self.window_s:
-            self.audio_s -= self.submitted.popleft()[1]
-        while self.admitted and self.admitted[0] < now - self.ramp_s:
-            self.admitted.popleft()
+        self._forget(now)
         demand = (self.audio_s / self.window_s + (len(self.admitted) + 1) * self.context_audio) * per_audio_s
         if waited_s > self.late_s:
             return f"the aligner is behind (a job waited {waited_s:.1f} s)"
@@ -35,3 +34,9 @@ class WordsAdmission:
                     f"wanted, {capacity:.2f} planned)")
         self.admitted.append(now)
         return None
+
+    def _forget(self, now: float) -> None:
+        while self.submitted and self.submitted[0][0] < now - self.window_s:
+            self.audio_s -= self.submitted.popleft()[1]
+        while self.admitted and self.admitted[0] < now - self.ramp_s:
+            self.admitted.popleft()

@@ -37,3 +37,17 @@ def test_overload_refuses_new_contexts_words_and_keeps_every_admitted_one_in_tim
     assert frames.due and frames.late() == []
     gaps = [b - a for a, b in zip(frames.step_starts, frames.step_starts[1:])]
     assert max(gaps) <= FRAME_S + 1e-9
+
+
+def test_admission_keeps_only_its_window_of_submissions():
+    from aligner.words_admission import WordsAdmission
+    from fake_clock import FakeClock
+    clock = FakeClock()
+    admission = WordsAdmission(clock)
+    for _ in range(1000):                                  # jobs of contexts admitted long ago, none new
+        admission.submit(2.0)
+        clock.advance(0.1)
+    assert len(admission.submitted) <= 21 and abs(admission.audio_s - 2.0 * len(admission.submitted)) < 1e-6
+    assert admission.admit(0.001, capacity=1.0, waited_s=0.0) is None          # 20 audio-s/s + 2: 0.022 device-s/s
+    assert "no time left" in admission.admit(0.001, capacity=0.02, waited_s=0.0)
+    assert "behind" in admission.admit(0.001, capacity=1.0, waited_s=1.5)
