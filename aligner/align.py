@@ -60,6 +60,7 @@ class Aligner:
         self.unit_ids = functools.lru_cache(maxsize=1 << 16)(tokenizer.encode)   # windows repeat their units
         self.cfg = model.cfg
         self.device = model.thinker.lm_head.weight.device
+        self.slices = len(model.encoder) + len(model.text)         # a forward's turns at most
 
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None,

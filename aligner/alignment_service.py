@@ -1,5 +1,6 @@
 """The alignment worker: one thread batches every context's jobs, most urgent first, run in turns between the engine's
-steps; a failed batch is split until only the job that fails alone loses its words."""
+steps; a failed batch is split until only the job that fails alone loses its words; a new context gets words only
+while the device time planned for them covers its demand."""
 import contextlib
 import heapq
 import itertools
@@ -11,9 +12,13 @@ import time
 from collections import deque
 from concurrent.futures import Future
 
+from engine.core.clock import REAL_CLOCK
+
 from .stream import RATE
+from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
+TURNS = 2.5               # a batch's forward spans about this many planned turns (its first slice, up to 30%, fits one)
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -22,19 +27,22 @@ class AlignmentUnavailable(RuntimeError):
 
 class AlignmentService:
     def __init__(self, aligner, max_batch: int = 128, max_batch_seconds: float = 384.0, max_queue: int = 1024,
-                 side_work=None, gather: float = 0.25, gather_margin: float = 0.6, rate: int = RATE):
+                 side_work=None, gather: float = 0.25, gather_margin: float = 0.6, rate: int = RATE,
+                 clock=REAL_CLOCK):
         """`aligner`: anything with align_units(); `side_work`: the engine's turn hook (None: run at once)."""
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * rate)
-        self.rate = rate                          # the engine's audio, which the jobs hold
+        self.rate, self.clock = rate, clock       # the engine's audio, which the jobs hold
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
-        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a turn's device time: learnt from the turns taken
+        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a slice's device time: learnt from the turns taken
+        self.marginal_s = 0.0002                  # device seconds per aligned audio-second past the slices' fixed
+        self.admission, self.waited_s = WordsAdmission(clock), 0.0
         self.jobs: queue.Queue = queue.Queue()
         self.max_queue = max_queue
         self.waiting: list = []                   # heap of (due, arrival, job): the most urgent first
         self.order, self.stopping = itertools.count(), False
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
-                          split=0, rejected=0, queued_seconds=0.0, turn_wait_seconds=0.0)
+                          split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -47,7 +55,22 @@ class AlignmentService:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
         else:
-            self.jobs.put_nowait((audio, units, future, due, time.monotonic()))
+            self.admission.submit(len(audio) / self.rate)
+            self.jobs.put_nowait((audio, units, future, due, self.clock.monotonic()))
+        return future
+
+    def admit(self) -> Future:
+        """-> a Future of None (a new context gets words) or the reason it gets none; from submit()'s thread. Without
+        a plan (on a CPU) every context gets words, bounded by the aligner timeout."""
+        future = Future()
+        if self.side_work is None or self.side_work.plan is None:
+            future.set_result(None)
+            return future
+        per_audio_s = self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
+        future.set_result(self.admission.admit(per_audio_s, self.side_work.plan.capacity,    # (at full batches)
+                                               self.waited_s if self.queued else 0.0))
+        if future.result():
+            self.stats["refused"] += 1
         return future
 
     @property
@@ -79,25 +102,37 @@ class AlignmentService:
         """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
         if not self.waiting and (self.stopping or not self._take(None)):
             return None
-        start, due = time.monotonic(), self.waiting[0][0]
+        start, due = self.clock.monotonic(), self.waiting[0][0]
         until = start if due == math.inf else min(due - self.gather_margin, start + self.gather)
         while len(self.waiting) <= self.max_batch and not self.stopping:
-            if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - time.monotonic()):
+            if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - self.clock.monotonic()):
                 break
         while self._take():                       # everything queued meanwhile competes by due time
             pass
-        batch, samples = [], 0
+        batch, samples, most = [], 0, self._batch_samples()
         while self.waiting and len(batch) < self.max_batch:
             item = self.waiting[0][2]
-            if batch and samples + len(item[0]) > self.max_samples:   # leads the next batch
+            if batch and samples + len(item[0]) > most:   # leads the next batch
                 break
             heapq.heappop(self.waiting)
             batch.append(item)
             samples += len(item[0])
         return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
 
+    def _batch_samples(self) -> int:
+        """Audio a batch may hold: its forward within TURNS turns as the engine plans them (larger batches spread the
+        slices' fixed time; a job waits for one batch before its own)."""
+        if self.side_work is None or self.side_work.plan is None:
+            return self.max_samples
+        forward = TURNS * self.side_work.plan.turn_s - self.aligner.slices * self.fixed_s
+        seconds = max(forward, 0.0) / self.marginal_s
+        return int(min(self.max_samples, seconds * self.rate))
+
     def _isolated(self, batch: list) -> None:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
+        waits = [self.clock.monotonic() - item[4] for item in batch]
+        self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
+        self.waited_s = max(waits, default=0.0)
         groups = deque([batch])
         while groups:
             group = groups.popleft()
@@ -126,9 +161,8 @@ class AlignmentService:
             with self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 count = fitting(costs, t.budget_s)
-                taken.append((t, sum(weights[:count])))
+                taken.append((t, sum(weights[:count]), count))
                 yield count, t
-        self.stats["queued_seconds"] += sum(time.monotonic() - item[4] for item in batch)
         t0 = time.perf_counter()
         results = self.aligner.align_units(items, self.rate, turn if self.side_work else None)
         if len(results) != len(batch):
@@ -138,10 +172,13 @@ class AlignmentService:
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(batch)
         self.stats["audio_seconds"] += audio_s
-        for seconds, gflop in [(t.seconds(), gflop) for t, gflop in taken]:
-            if seconds is not None:
-                self.stats["device_seconds"] += seconds
-                self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - self.fixed_s) / max(gflop, 1e-3)
+        measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
+        for seconds, gflop, n in measured:
+            self.stats["device_seconds"] += seconds
+            self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - n * self.fixed_s) / max(gflop, 1e-3)
+        if measured and len(measured) == len(taken):
+            spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
+            self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
 

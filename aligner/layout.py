@@ -55,14 +55,21 @@ class Fit:
         self.texts = {w: Rows(w) for w in WIDTHS}     # one packing per width a longer text would still allow
 
     def add(self, frames: int, length: int) -> bool:
-        """False: with this job the batch needs a shape without graphs (the caller starts a new one)."""
+        """False: with this job the batch needs a shape without graphs; then it is left without the job (the caller
+        starts a new one), unless it was empty (a lone job too large for graphs runs eagerly)."""
+        saved = self.texts, [(rows, rows.free[:], len(rows.where)) for rows in (self.encoder, *self.texts.values())]
         for size in window_chunks(frames):
             self.encoder.add(size)
         self.lengths.append(length)
         self.texts = {w: rows for w, rows in self.texts.items() if w >= length}
         for rows in self.texts.values():
             rows.add(length)
-        return self.fits
+        if self.fits or len(self.lengths) == 1:
+            return self.fits
+        self.texts, self.lengths = saved[0], self.lengths[:-1]
+        for rows, free, n in saved[1]:
+            rows.free, rows.where = free, rows.where[:n]
+        return False
 
     @property
     def fits(self) -> bool:
@@ -100,11 +107,9 @@ class Layout:
         return captured(len(self.windows)) and captured(*self.ids.shape)
 
     @classmethod
-    def build(cls, frames: list[int], stride: int, ids: list[list[int]], audio_token: int,
+    def build(cls, fit: Fit, frames: list[int], stride: int, ids: list[list[int]], audio_token: int,
               timestamp_token: int) -> "Layout":
-        fit = Fit()
-        for f, x in zip(frames, ids):
-            fit.add(f, len(x))
+        """In the rows `fit` packed these jobs in as the planner admitted them: the batch is packed once."""
         encoder, tokens = encoder_rows(frames, stride, fit.encoder)
         text = text_rows(ids, tokens, fit.text(), audio_token, timestamp_token)
         return cls(*encoder, *text)

@@ -1,4 +1,5 @@
-"""One context's word timestamps on an asyncio loop; a slow or failing aligner stops its words, never its audio."""
+"""One context's word timestamps on an asyncio loop; a slow or failing aligner stops its words, never its audio; a
+full one refuses them before the first."""
 import asyncio
 from typing import Awaitable, Callable
 
@@ -14,9 +15,10 @@ from .stream import RATE, WordStream
 class LiveWords:
     def __init__(self, service, language: str = "auto", timeout: float = 5.0, clock: Clock = REAL_CLOCK,
                  on_words: Callable[[list[Word]], Awaitable] | None = None,
-                 on_failure: Callable[[str], Awaitable] | None = None, rate: int = RATE):
+                 on_failure: Callable[[str], Awaitable] | None = None,
+                 on_refused: Callable[[str], Awaitable] | None = None, rate: int = RATE):
         self.service, self.timeout, self.clock = service, timeout, clock
-        self.on_words, self.on_failure = on_words, on_failure
+        self.on_words, self.on_failure, self.on_refused = on_words, on_failure, on_refused
         self.stream = WordStream(language, rate=rate)
         self.first_audio: float | None = None    # when the player starts
         self.failed = False
@@ -59,6 +61,11 @@ class LiveWords:
 
     async def _run(self) -> None:
         try:
+            if refused := await self.clock.wait_for(asyncio.wrap_future(self.service.admit()), self.timeout):
+                self.failed = True
+                if self.on_refused:
+                    await self.on_refused(refused)
+                return
             while True:
                 job = self.stream.job(self._played())
                 if job is None:

@@ -103,11 +103,11 @@ class AlignerModel(nn.Module):
         out, start, fit = [], 0, Fit()
         for i, (f, x) in enumerate(zip(frames, ids)):
             if not fit.add(f, len(x)) and i > start:
-                out.append((start, i))
+                out.append((start, i, fit))
                 start, fit = i, Fit()
                 fit.add(f, len(x))
-        return [(a, b, Layout.build(frames[a:b], width, ids[a:b], self.cfg.audio_token, self.cfg.timestamp_token))
-                for a, b in out + [(start, len(ids))]]
+        return [(a, b, Layout.build(fit, frames[a:b], width, ids[a:b], self.cfg.audio_token, self.cfg.timestamp_token))
+                for a, b, fit in out + [(start, len(ids), fit)]]
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype

@@ -218,6 +218,9 @@ class EvenSpeaker:
         self.service.submit(job, due).add_done_callback(answer)
         return out
 
+    def admit(self) -> Future:
+        return self.service.admit()
+
 
 async def one_stream(engine, service, text, frames, seed, times, leads, early, latencies) -> StreamRecord:
     rec = StreamRecord(time.perf_counter(), chars=len(text))

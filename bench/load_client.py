@@ -70,7 +70,7 @@ class ClientRun:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*(sock.close() for sock in self.sockets), return_exceptions=True)
-        return dict(contexts=[(c.record, c.code, c.alignment_unavailable) for c in self.counted],
+        return dict(contexts=[(c.record, c.code, c.words_error) for c in self.counted],
                     refusals=[c.error for c in self.counted if c.code == p.BUSY and c.error],
                     window_audio_s=self.tally.audio_s, stray_errors=dict(self.tally.stray_errors),
                     sockets=len(self.sockets), health=await health)

@@ -34,13 +34,15 @@ def refusals(results: list[dict]) -> dict:
 
 def level_row(level: dict, results: list[dict], duration: float) -> dict:
     """`level` (its load and kind of text) with the totals over the contexts that started in the window."""
-    contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, alignment_unavailable)
+    contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, words error code)
     completed = [record for record, code, _ in contexts if code is None]
     errors = Counter(code for _, code, _ in contexts if code is not None)
     for r in results:
         errors.update({f"no_context:{code}": n for code, n in r["stray_errors"].items()})
     row = dict(name=level_name(level), **level, contexts=len(contexts), completed=len(completed),
-               busy=errors.pop(p.BUSY, 0), errors=dict(errors), alignment_unavailable=sum(unavailable for *_, unavailable in contexts),
+               busy=errors.pop(p.BUSY, 0), errors=dict(errors),
+               alignment_unavailable=sum(words == p.ALIGNMENT_UNAVAILABLE for *_, words in contexts),
+               words_refused=sum(words == p.WORDS_REFUSED for *_, words in contexts),
                fully_viable=sum(r.viable for r in completed) / max(len(contexts), 1))
     if completed:
         row.update(summarize(completed, duration))
@@ -73,7 +75,7 @@ def level_line(row: dict) -> str:
                  f"{row['rtf_p50']:.3f}")
     line += f" | {row['audio_s_per_s']:7.1f} audio-s/s"
     if row["word_timestamps"]:
-        line += f" | {row['alignment_unavailable']} alignment_unavailable"
+        line += f" | {row['alignment_unavailable']} alignment_unavailable, {row['words_refused']} words_refused"
     if "words" in row:
         line += (f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s, "
                  f"{100 * row['words_late_share']:.2f}% late")
@@ -102,8 +104,10 @@ def summary(rows: list[dict]) -> dict:
         out.setdefault(f"{tag}_contexts_99", 0)
         if row["word_timestamps"]:                # per level: the words' own criteria
             out[f"c{row['value']}_{tag}_alignment_unavailable"] = row["alignment_unavailable"]
+            out[f"c{row['value']}_{tag}_words_refused"] = row["words_refused"]
             if "words" in row:
                 out[f"c{row['value']}_{tag}_words_late_share"] = round(row["words_late_share"], 4)
+                out[f"c{row['value']}_{tag}_word_lead_p1_s"] = round(row["word_lead_p1_s"], 2)
         if row["value"] == 1 and row["completed"]:
             out[f"ws_{'' if tag == 'whole' else tag + '_'}ttfa_p50_ms"] = round(row["ttfa_p50_ms"])
         if row["fully_viable"] >= 0.99 and row["value"] >= out[f"{tag}_contexts_99"]:

@@ -50,7 +50,7 @@ class Context:
         self.id, self.record = cid, StreamRecord(0.0, chars=chars, rate=rate)    # submitted: at its first text
         self.code: str | None = None                     # how it ended: None (done) or an error code
         self.error: tuple[float, str] | None = None      # its error: seconds after its first text, and the message
-        self.alignment_unavailable = False
+        self.words_error: str | None = None              # alignment_unavailable or words_refused
         self.next_offset, self.last_message = 0, time.perf_counter()
         self.ended = asyncio.get_running_loop().create_future()
 
@@ -159,8 +159,8 @@ class LoadSocket:
                 self.tally.audio_s += samples / self.rate
         elif isinstance(msg, p.Words):
             ctx.record.words.extend((now, end) for end in msg.end)
-        elif isinstance(msg, p.Error) and msg.code == p.ALIGNMENT_UNAVAILABLE:
-            ctx.alignment_unavailable = True
+        elif isinstance(msg, p.Error) and msg.code in p.WORDS_ONLY:
+            ctx.words_error = msg.code
         elif isinstance(msg, p.Error):
             ctx.error = (now - ctx.record.submitted, msg.message)
             ctx.finish(msg.code)

@@ -108,7 +108,9 @@ async def metrics(request: Request) -> PlainTextResponse:
                                                stats.get("aligner_queued", 0)),
                       tts_aligner_busy_seconds=("time spent aligning, cumulative", stats.get("aligner_busy_s", 0.0)),
                       tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
-                                                 stats.get("aligner_audio_s", 0.0)))
+                                                 stats.get("aligner_audio_s", 0.0)),
+                      tts_aligner_refused_contexts=("contexts refused word timestamps (words_refused), cumulative",
+                                                    stats.get("aligner_refused", 0)))
     return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
                              media_type="text/plain; version=0.0.4")
 

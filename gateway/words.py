@@ -1,4 +1,5 @@
-"""A context's word timestamps: `words` events as words settle, one `alignment_unavailable` if the aligner fails."""
+"""A context's word timestamps: `words` events as words settle, one `alignment_unavailable` if the aligner fails, or
+one `words_refused` before any if the device has no time planned for them."""
 import logging
 
 from aligner import LiveWords
@@ -19,8 +20,13 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
         ctx.session.send_event(ctx, p.Error(p.ALIGNMENT_UNAVAILABLE, f"word timestamps are unavailable for this "
                                                   f"context ({reason}); its audio continues", False, ctx.id))
 
+    async def refused(reason: str) -> None:
+        log.info("context %s: word timestamps refused (%s)", ctx.id, reason)
+        ctx.session.send_event(ctx, p.Error(p.WORDS_REFUSED, f"word timestamps are refused for this context "
+                                                  f"({reason}); its audio continues", False, ctx.id))
+
     return LiveWords(service, ctx.settings.language or "auto", timeout, ctx.clock, on_words=send_words,
-                     on_failure=unavailable, rate=ctx.session.gateway.engine.info["sample_rate"])
+                     on_failure=unavailable, on_refused=refused, rate=ctx.session.gateway.engine.info["sample_rate"])
 
 
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:

@@ -8,7 +8,7 @@ import numpy as np
 class StandIn:
     """Deterministic aligner: each unit gets a share of the window's audio proportional to its length (plus one
     for the gap). A unit 'fail' makes the batch raise; 'slow' stalls it until `release` is set."""
-    name = "stand-in"
+    name, slices = "stand-in", 1
 
     def __init__(self):
         self.stalled, self.release = threading.Event(), threading.Event()

@@ -89,3 +89,18 @@ def test_the_queue_bound_counts_the_jobs_waiting_by_due_time():
     service = AlignmentService(StandIn(), max_queue=3)
     futures = [service.submit(*job(1)) for _ in range(4)]
     assert service.queued == 3 and isinstance(futures[-1].exception(0), AlignmentUnavailable)
+
+
+def test_a_batch_retried_in_halves_counts_its_jobs_wait_once():
+    from fake_clock import FakeClock
+    clock, aligner = FakeClock(), Recording(limit=2)
+    service = AlignmentService(aligner, gather=0, clock=clock)
+    futures = [service.submit(*job(1, "a"), None) for _ in range(5)]
+    clock.advance(2.0)                                       # each job waits 2 s for the worker, then never again
+    service.start()
+    try:
+        assert all(f.result(30) for f in futures)
+    finally:
+        service.close()
+    assert aligner.batches == [5, 2, 3, 1, 2] and service.stats["split"] == 2
+    assert service.stats["queued_seconds"] == 5 * 2.0

@@ -9,7 +9,7 @@ from aligner import Aligner, layout
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels, mel_shape
 from aligner.forward import Forward
-from aligner.layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, Layout, bucket
+from aligner.layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, bucket
 from aligner.text import segment
 from tests.graph_stand_in import stand_in_graphs
 
@@ -81,7 +81,7 @@ def test_bucketed_forward_equals_plain_single_items(aligner):
     mel, frames = log_mels([(0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32) for s, _ in cases],
                            24000, aligner.cfg.audio.num_mel_bins, "cpu")
     ids = [aligner._input_ids(audio_tokens(f), units[:n]) for f, (_, n) in zip(frames, cases)]
-    lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
+    [(_, _, lay)] = aligner.model.plan(frames, mel.shape[-1], ids)
     assert lay.ids.shape[0] > 1 and (lay.sequences == -1).any() and (lay.windows == -1).any()   # padded rows
     got = aligner.model.classify(mel, frames, ids)
     expected = [plain_classes(aligner.model, m[:, :f], x) for m, f, x in zip(mel, frames, ids)]
@@ -109,7 +109,7 @@ def test_the_text_stage_reads_only_the_encoder_rows_it_is_given(aligner):
     """A text graph's audio buffer has room for the largest encoder bucket; past a batch's rows it holds stale values."""
     mel, frames = log_mels([np.ones(24000 * 2, np.float32) * 0.1], 24000, aligner.cfg.audio.num_mel_bins, "cpu")
     ids = [aligner._input_ids(audio_tokens(frames[0]), ["a", "b", "c"])]
-    lay = Layout.build(frames, mel.shape[-1], ids, aligner.cfg.audio_token, aligner.cfg.timestamp_token)
+    [(_, _, lay)] = aligner.model.plan(frames, mel.shape[-1], ids)
     runs = []
     for scale in (0.0, 1e3):                             # rows past the batch's: zeros, then large stale values
         forward = Forward(aligner.model, lambda: mel, [(0, 1, lay)])

@@ -102,3 +102,12 @@ def test_random_mixes_on_the_stand_in_graphs_equal_eager(aligner, monkeypatch, m
         layouts = aligner.model.plan(*jobs(aligner, [s for s, _ in mix], [n for _, n in mix]))
     assert captured == eager
     assert not any(calls) or all(b - a == 1 for a, b, _ in layouts)    # eager: only a job alone beyond the graphs
+
+
+def test_a_batch_is_packed_once(aligner, monkeypatch):
+    """Each job is added to one packing (again only where it opens the next batch); the build takes it as it is."""
+    adds, add = [], Fit.add
+    monkeypatch.setattr(Fit, "add", lambda self, *a: adds.append(a) or add(self, *a))
+    frames, width, ids = jobs(aligner, [7.5] * 60, [3] * 60)
+    plan = aligner.model.plan(frames, width, ids)
+    assert len(plan) == 2 and len(adds) == 60 + 1

@@ -1,6 +1,6 @@
-"""The side-work hook's rule: a turn after a step only when the listeners' slack past the reserve holds 1.5x the
-cost asked for; the engine readies itself (`settle`) only for a turn it gives, and the turn's budget is what the
-listeners can spare."""
+"""The side-work hook's rule: a turn after a step when the frame's planned share (on a GPU), or the listeners' slack
+past the reserve over 1.5, holds the cost asked for; the engine readies itself (`settle`) only for a turn it gives,
+and the turn's budget is the larger of the two."""
 import threading
 import time
 
@@ -23,6 +23,27 @@ def test_a_turn_is_offered_only_from_enough_slack_and_carries_what_the_listeners
     assert side_work.offer(0.46, 0.1, lambda: settled.append(1) or "step") == "queued"
     thread.join(5)
     assert settled == [1] and seen[0][0] == "step" and abs(seen[0][1] - 0.24) < 1e-9
+
+
+def test_the_planned_share_is_what_the_step_leaves_of_the_frame_without_the_turns_time():
+    from tests.turn_sim import Mark
+    side_work, seen = SideWork(timeout_s=5, frame_s=0.08), []
+    assert SideWork().planned(0.01) == 0.0                    # no plan (a CPU): turns from slack and idleness only
+    assert abs(side_work.planned(0.05) - 0.022) < 1e-9       # 90% of 80 ms less a 50 ms step
+
+    def side():
+        with side_work.turn(0.02) as turn:
+            seen.append(turn.budget_s)
+            turn.end(Mark(0.02), Mark(0.0))                   # it took 20 ms of the device
+    thread = threading.Thread(target=side)
+    thread.start()
+    while side_work.wanted is None:
+        time.sleep(0.001)
+    assert side_work.offer(0.0, 0.1, lambda: "step", 0.022) is not None      # no slack: the plan gives it
+    thread.join(5)
+    assert seen == [0.022]
+    planned = side_work.planned(0.07 * 0.1 + 0.05 * 0.9)     # the step's average took the turn in: the plan does not
+    assert abs(planned - (0.072 - (0.052 - 0.002))) < 1e-9   # (turn time averaged as the step's time is)
 
 
 def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_to_be_sent():

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SERVE = "--dummy tiny --device cpu --max-frames 8"
 SHORT = ["--duration", "3", "--warmup", "1", "--ramp", "0.5", "--clients", "1"]
 LEVEL_FIELDS = {"name", "mode", "value", "text", "text_layout", "word_timestamps", "contexts_per_socket", "contexts",
-                "completed", "busy", "errors", "alignment_unavailable", "fully_viable", "viability",
+                "completed", "busy", "errors", "alignment_unavailable", "words_refused", "fully_viable", "viability",
                 "viable_share_mean", "ttfa_p50_ms", "ttfa_p90_ms", "ttfa_p95_ms", "ttfa_p99_ms", "rtf_p50", "rtf_p90",
                 "underrun_s_mean", "audio_s_per_s", "sockets", "client_cpu_max", "client_lag_p99_ms_max",
                 "client_lag_max_ms", "client_saturated", "clients"}

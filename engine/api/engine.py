@@ -72,7 +72,7 @@ class Engine:
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
         self.step = Step(model, self.runner, self.scheduler, clock)
-        self.side_work = SideWork()
+        self.side_work = SideWork(frame_s=model.audio.frame_s if model.device.type == "cuda" else None)
         self.thread = EngineThread(model, self.scheduler, self.runner, self.step, self.voices, self.side_work, clock)
         self.inbox = self.thread.inbox
         self._ids = itertools.count(1)

@@ -64,10 +64,12 @@ class EngineThread:
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _offer_turn(self) -> None:
+        planned = self.side_work.planned(self.step.step_s)
         if self.side_work.wanted is None:
             return
         slack = self.scheduler.slack_s(self.clock.monotonic())
-        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.step.step_s), lambda: self._before_turn(slack)))
+        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.step.step_s), lambda: self._before_turn(slack),
+                                          planned))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""

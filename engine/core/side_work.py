@@ -1,8 +1,10 @@
-"""Work beside the engine in turns on its device between steps, within the listeners' slack; alone, since side
-kernels beside a step's small dependent ones slow both."""
+"""Work beside the engine in turns on its device between steps, within the frame's planned share or the listeners'
+slack; alone, since side kernels beside a step's small dependent ones slow both."""
 import threading
 import time
 from contextlib import contextmanager
+
+from engine.core.turn_plan import TurnPlan
 
 
 class Turn:
@@ -15,6 +17,10 @@ class Turn:
     def end(self, done=None, started=None) -> None:
         self.gate._end(self, done, started)
 
+    def timed(self) -> bool:
+        """Its device time can be read without waiting (or it has none to read)."""
+        return self.ended and (self.started is None or self.done is None or self.done.query())
+
     def seconds(self) -> float | None:
         if self.started is None or self.done is None:
             return None
@@ -23,9 +29,12 @@ class Turn:
 
 
 class SideWork:
-    def __init__(self, timeout_s: float = 1.0):
+    def __init__(self, timeout_s: float = 1.0, frame_s: float | None = None):
+        """`frame_s`: plan a share of each frame for side work (on a GPU, where turns are timed); None: no plan."""
         self._cv = threading.Condition()
         self.timeout_s = timeout_s
+        self.plan = TurnPlan(frame_s) if frame_s else None
+        self._untimed: list[Turn] = []     # turns given whose device time the plan has not counted yet
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
         self._given: Turn | None = None
         self._current: Turn | None = None
@@ -66,9 +75,18 @@ class SideWork:
             self.open = False
             return self._wait(self._current)
 
-    def offer(self, slack_s: float, reserve_s: float, settle):
-        """After a step: a turn if the slack past `reserve_s` covers 1.5x its cost."""
-        cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
+    def planned(self, step_s: float) -> float:
+        """After each step (`step_s`: its time, turns included): the device seconds of this frame's planned share."""
+        if self.plan is None:
+            return 0.0
+        with self._cv:
+            timed = [t for t in self._untimed if t.timed()]
+            self._untimed = [t for t in self._untimed if t not in timed]
+        return self.plan.after_step(step_s, sum(map(device_seconds, timed)))
+
+    def offer(self, slack_s: float, reserve_s: float, settle, planned_s: float = 0.0):
+        """After a step: a turn if the frame's planned share, or the slack past `reserve_s` over 1.5, covers its cost."""
+        cost, budget = self.wanted, max(planned_s, (slack_s - reserve_s) / 1.5)
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)
@@ -79,6 +97,8 @@ class SideWork:
             if self.wanted is None or self._given is not None:
                 return None
             self._given = Turn(self, True, after, budget_s)
+            if self.plan is not None:
+                self._untimed.append(self._given)
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 
@@ -92,3 +112,10 @@ class SideWork:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
             return None
         return turn.done
+
+
+def device_seconds(turn: Turn) -> float:
+    try:
+        return turn.seconds() or 0.0
+    except RuntimeError:        # an event never recorded (its work failed): the engine thread goes on
+        return 0.0

@@ -93,7 +93,8 @@ class EngineClient:
         if not self.failure:
             self.sock.send(wire.dumps(msgs), copy=False)
 
-    def _call(self, kind: str, *args, future=None):
+    def _call(self, kind: str, *args, future=None, dropped: str | None = None):
+        """`dropped`: the message that tells the core a cancelled call's work is no longer wanted."""
         key = next(self.ids)
         future = future or asyncio.get_running_loop().create_future()
         if self.failure:
@@ -101,6 +102,8 @@ class EngineClient:
             return future
         self.calls[key] = future
         self.send((kind, key, *args))
+        if dropped:
+            future.add_done_callback(lambda f: f.cancelled() and self.send((dropped, key)))
         return future
 
     def other_reports(self) -> list[dict]:

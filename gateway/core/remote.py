@@ -26,4 +26,9 @@ class RemoteAligner:
         self.client = client
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
-        return self.client._call("align", audio, units, due, future=Future())
+        """Cancelled (its context timed out or ended), the job is dropped unless its batch has begun."""
+        return self.client._call("align", audio, units, due, future=Future(), dropped="unalign")
+
+    def admit(self) -> Future:
+        """-> a Future of None (a new context gets words) or the reason it gets none."""
+        return self.client._call("admit_words", future=Future())

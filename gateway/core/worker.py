@@ -31,6 +31,7 @@ class EngineWorker:
         os.set_blocking(self.wake_w, False)
         self.signalled = False
         self.requests: dict = {}              # (peer, rid) -> the engine's RequestHandle
+        self.aligning: dict = {}              # (peer, key) -> the aligner's Future of a job
         self.peers: set[bytes] = set()
         self.reports: dict[str, dict] = {}    # each front end's metrics, for every front end's /metrics
         self.voice_names: list[str] = []       # as last shipped to the front ends
@@ -113,7 +114,12 @@ class EngineWorker:
                 self._ship_voice_names()
                 self.put(peer, ("voice", args[0], deleted))
             elif kind == "align":
-                self.aligner.submit(*args[1:]).add_done_callback(partial(self._answer, peer, "aligned", args[0]))
+                self.aligning[(peer, args[0])] = job = self.aligner.submit(*args[1:])
+                job.add_done_callback(partial(self._aligned, peer, args[0]))
+            elif kind == "unalign" and (job := self.aligning.pop((peer, args[0]), None)):
+                job.cancel()                  # skipped when its batch is formed; no answer is awaited
+            elif kind == "admit_words":
+                self.aligner.admit().add_done_callback(partial(self._answer, peer, "aligned", args[0]))
             elif kind == "shutdown":
                 self.running = False
         except Exception as exc:              # bad input: answered; the core goes on
@@ -121,13 +127,18 @@ class EngineWorker:
                 self.requests.pop((peer, args[0]), None)
                 if handle:
                     handle.cancel()
-            answer = {"voice": "voice", "delete_voice": "voice", "align": "aligned"}.get(kind, "error")
+            answer = {"voice": "voice", "delete_voice": "voice", "align": "aligned", "admit_words": "aligned"}.get(kind,
+                                                                                                           "error")
             self.put(peer, (answer, args[0], wire.Failure.of(exc)))
 
     def _deliver(self, peer: bytes, rid: int, handle, item) -> None:
         if isinstance(item, Exception) or item.final:
             self.requests.pop((peer, rid), None)
         self.put(peer, ("error", rid, wire.Failure.of(item)) if isinstance(item, Exception) else ("chunk", rid, item))
+
+    def _aligned(self, peer: bytes, key: int, future) -> None:
+        self.aligning.pop((peer, key), None)
+        self._answer(peer, "aligned", key, future)      # a dropped one too: the front end forgets the call
 
     def _answer(self, peer: bytes, kind: str, key: int, future) -> None:
         exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
@@ -151,7 +162,8 @@ class EngineWorker:
         stats = dict(self.engine.stats(), frontends=self.reports)
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
-                         aligner_audio_s=self.aligner.stats["audio_seconds"])
+                         aligner_audio_s=self.aligner.stats["audio_seconds"],
+                         aligner_refused=self.aligner.stats["refused"])
         return stats
 
     def close(self) -> None:

@@ -110,7 +110,7 @@ class Cartesia:
             return [{"type": "timestamps", **head, "word_timestamps": stamps}]
         if isinstance(msg, p.Flushed):
             return [{"type": "flush_done", **head, "flush_done": True, "flush_id": msg.flush_id}]
-        if isinstance(msg, p.Error) and msg.code == p.ALIGNMENT_UNAVAILABLE:
+        if isinstance(msg, p.Error) and msg.code in p.WORDS_ONLY:
             return []                                  # the audio goes on untimed; the server logs why
         if isinstance(msg, (p.Done, p.Cancelled, p.Error)):
             self.open.pop(cid, None)

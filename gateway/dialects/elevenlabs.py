@@ -146,8 +146,8 @@ class ElevenLabs:
             return [self._audio(data, cid)] if data else []
         if isinstance(msg, p.Words):
             return [self._tagged(_alignment(state.times.words(msg)), cid)] if state else []
-        if not isinstance(msg, (p.Done, p.Cancelled, p.Error)) or getattr(msg, "code", "") == p.ALIGNMENT_UNAVAILABLE:
-            return []                                # ready, flushed, alignment_unavailable (the server logs it)
+        if not isinstance(msg, (p.Done, p.Cancelled, p.Error)) or getattr(msg, "code", "") in p.WORDS_ONLY:
+            return []                                # ready, flushed, no words (the server logs why)
         bodies = [self.error(msg.code, msg.message, cid)] if isinstance(msg, p.Error) else []
         if (mp3 := self.mp3.pop(cid, None)) and isinstance(msg, p.Done) and (rest := mp3.encode(b"", final=True)):
             bodies.append(self._audio(rest, cid))

@@ -2,7 +2,7 @@
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .codes import ALIGNMENT_UNAVAILABLE, RETRYABLE
+from .codes import RETRYABLE, WORDS_ONLY
 
 PROTOCOL_VERSION = 1
 ALL_CONTEXTS = "*"
@@ -145,6 +145,6 @@ SERVER_MESSAGES = {cls.type: cls for cls in (Ready, Audio, Words, Flushed, Done,
 
 
 def ends_context(msg: ServerMessage) -> bool:
-    """A context's last message: done, cancelled, or an error about it (except alignment_unavailable)."""
+    """A context's last message: done, cancelled, or an error about it (except those about its words only)."""
     return isinstance(msg, (Done, Cancelled)) or isinstance(msg, Error) and msg.context_id is not None \
-        and msg.code != ALIGNMENT_UNAVAILABLE
+        and msg.code not in WORDS_ONLY

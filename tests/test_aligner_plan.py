@@ -1,0 +1,53 @@
+"""The aligner's device time planned into the engine's frames (engine/core/turn_plan.py), on the fake clock with a
+stand-in forward that costs device time per audio-second: under a steady load every window is aligned before a
+real-time player reaches it and no step starts later than a frame after the one before; under overload new contexts
+are refused words with the reason, and every context admitted still gets each window in time."""
+import pytest
+
+from turn_sim import FRAME_S, GFLOP_S, Frames
+
+
+def contexts(per_second: float, seconds: float, length: float) -> list[tuple[float, float]]:
+    return [(0.5 + i / per_second, length) for i in range(int(per_second * seconds))]
+
+
+@pytest.mark.parametrize("step_ms, per_second", [(50, 40), (62, 25)])
+def test_a_steady_load_gets_every_window_aligned_before_it_is_due(step_ms, per_second):
+    """Steps leave 30 ms (and 18 ms) of each 80 ms frame; contexts of 5 windows start 40 (25) a second."""
+    frames = Frames(step_ms / 1000)
+    frames.run(12.0, contexts(per_second, 6.0, 5))
+    assert not frames.refused
+    assert len(frames.due) == len(frames.aligner.finished) == int(per_second * 6.0) * 5
+    assert frames.late() == []
+    gaps = [b - a for a, b in zip(frames.step_starts, frames.step_starts[1:])]
+    assert max(gaps) <= FRAME_S + 1e-9                   # no step waits past its frame for a turn
+    assert sum(g > step_ms / 1000 + 1e-9 for g in gaps) > len(gaps) / 2      # turns were given, most frames
+    assert abs(frames.service.per_gflop_s - GFLOP_S) < 0.1 * GFLOP_S         # the cost per slice, learnt
+
+
+def test_overload_refuses_new_contexts_words_and_keeps_every_admitted_one_in_time():
+    """Steps leave 14 ms of a frame (6 ms planned for side work), 80 contexts a second ask for words: most are
+    refused with the reason (the demand past the share, or a job that waited a second), up front; the others get
+    every window before it is due."""
+    frames = Frames(0.066)
+    frames.run(10.0, contexts(80, 8.0, 6))
+    asked = int(80 * 8.0)
+    assert asked / 2 < len(frames.refused) < asked
+    assert all("no time left for word alignment" in r or "the aligner is behind" in r for r in frames.refused)
+    assert frames.due and frames.late() == []
+    gaps = [b - a for a, b in zip(frames.step_starts, frames.step_starts[1:])]
+    assert max(gaps) <= FRAME_S + 1e-9
+
+
+def test_admission_keeps_only_its_window_of_submissions():
+    from aligner.words_admission import WordsAdmission
+    from fake_clock import FakeClock
+    clock = FakeClock()
+    admission = WordsAdmission(clock)
+    for _ in range(1000):                                  # jobs of contexts admitted long ago, none new
+        admission.submit(2.0)
+        clock.advance(0.1)
+    assert len(admission.submitted) <= 21 and abs(admission.audio_s - 2.0 * len(admission.submitted)) < 1e-6
+    assert admission.admit(0.001, capacity=1.0, waited_s=0.0) is None          # 20 audio-s/s + 2: 0.022 device-s/s
+    assert "no time left" in admission.admit(0.001, capacity=0.02, waited_s=0.0)
+    assert "behind" in admission.admit(0.001, capacity=1.0, waited_s=1.5)
