@@ -11,6 +11,7 @@ from qwen_tts_client import protocol as p
 
 from . import fatal
 from .core import EngineClient
+from .frontend_reports import FrontendReports
 from .limits import Limits
 from .metrics import Metrics
 from .reference_audio import ReferenceDecoder
@@ -48,6 +49,7 @@ class Gateway:
         self.url: str | None = None          # serve's address, logged once every front end serves
         self.failure: str | None = None      # why the engine core failed, in one line
         self.reference_audio = ReferenceDecoder()
+        self.reports = FrontendReports(engine.address, engine.identity.hex())   # the other front ends' metrics
 
     @property
     def ready(self) -> bool:
@@ -55,7 +57,7 @@ class Gateway:
 
     @property
     def serving(self) -> bool:
-        return self.ready and len(self.engine.other_reports()) >= self.config.workers - 1
+        return self.ready and (self.config.workers == 1 or len(self.reports.others()) >= self.config.workers - 1)
 
     @property
     def draining(self) -> bool:
@@ -87,11 +89,12 @@ class Gateway:
     async def _report(self) -> None:
         announced = self.url is None
         while True:
-            self.engine.send(("report", self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts)))
-            if not announced and self.serving and "max_active" in self.engine.stats:
+            if self.config.workers > 1:
+                self.reports.publish(self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts))
+            if not announced and self.serving and "max_active" in self.engine.stats():
                 announced = True
                 log.info("listening on %s (%d front ends, model %s, %d streams)", self.url, self.config.workers,
-                         self.engine.info["model"], self.engine.stats.get("max_active", 0))
+                         self.engine.info["model"], self.engine.stats().get("max_active", 0))
             await asyncio.sleep(1.0)
 
     def _failed(self, reason: str) -> None:
@@ -124,5 +127,6 @@ class Gateway:
     async def close(self) -> None:
         if self.reporter is not None:
             self.reporter.cancel()
+        self.reports.withdraw()
         self.reference_audio.close()
         await self.engine.close()

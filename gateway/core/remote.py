@@ -3,6 +3,8 @@ from concurrent.futures import Future
 
 from engine.models.qwen3_tts.voice_files import VoiceFiles
 
+from .messages import Align, VoiceList
+
 
 class VoiceNames:
     """The registered clone voices as last known here (the core checks again at admission)."""
@@ -13,6 +15,9 @@ class VoiceNames:
 
     def read(self, voices_dir: str | None) -> None:
         self.store = VoiceFiles(voices_dir) if voices_dir else None
+
+    def take(self, msg: VoiceList) -> None:
+        self.known = msg.names
 
     def __contains__(self, name: str) -> bool:
         return name in self.known or self.store is not None and self.store.version(name) is not None
@@ -26,4 +31,4 @@ class RemoteAligner:
         self.client = client
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
-        return self.client._call("align", audio, units, due, future=Future())
+        return self.client.call(Align(next(self.client.keys), audio, units, due), Future())
