@@ -63,6 +63,12 @@ async def load(url: str, args, pids: list[int]) -> dict:
     until = start + args.duration
     tasks = [asyncio.create_task(stream(url, n, args.chars, args.ms, until)) for n in range(args.sockets)]
     await asyncio.sleep(max(0.0, start - time.monotonic()))
+    if args.profile:                          # py-spy: what each process spends its CPU on, in the window
+        os.makedirs(args.profile, exist_ok=True)
+        for name, pid in zip(("frontend", "core"), pids):
+            subprocess.Popen(["py-spy", "record", "-p", str(pid), "-d", str(int(args.duration)), "-r", "100",
+                              "--format", "raw", "-o", f"{args.profile}/{name}.txt"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     before = [cpu_seconds(pid) for pid in pids]
     sent = sum(await asyncio.gather(*tasks))
     after = [cpu_seconds(pid) for pid in pids]
@@ -76,6 +82,7 @@ def main() -> None:
     ap.add_argument("--ms", type=float, default=5.0, help="ms between a socket's pieces")
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--out")
+    ap.add_argument("--profile", metavar="DIR", help="py-spy profiles of both processes in the window, here")
     args = ap.parse_args()
     from gateway.frontends import run_frontend
     from gateway.limits import Limits
@@ -106,7 +113,7 @@ def main() -> None:
         frontend.join(30)
         core.kill()
     raw = p.encode(p.Text("c1", "a" * args.chars))
-    parse_us = min(timeit.repeat(lambda: p.parse_client(raw), number=20000, repeat=5)) / 20000 * 1e6
+    parse_us = min(timeit.repeat(lambda: p.parse_client(raw), timer=time.process_time, number=20000, repeat=5)) / 20000 * 1e6
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     n = max(run["messages"], 1)
     result = dict(commit=commit, date=time.strftime("%Y-%m-%d"), machine=f"{os.cpu_count()}-core CPU",

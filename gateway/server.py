@@ -78,7 +78,7 @@ async def health(request: Request) -> JSONResponse:
 
 async def metrics(request: Request) -> PlainTextResponse:
     gateway: Gateway = request.app.state.gateway
-    stats, others = gateway.engine.stats(), gateway.reports.others()
+    stats, others = gateway.engine.stats(), gateway.other_reports()
     gauges = {
         "tts_ready": ("1 once the engine is loaded and warmed up", float(gateway.ready)),
         "tts_sockets": ("open WebSocket sessions", len(gateway.sessions) + sum(r["sockets"] for r in others)),

@@ -49,7 +49,7 @@ class Gateway:
         self.url: str | None = None          # serve's address, logged once every front end serves
         self.failure: str | None = None      # why the engine core failed, in one line
         self.reference_audio = ReferenceDecoder()
-        self.reports = FrontendReports(engine.address, engine.identity.hex())   # the other front ends' metrics
+        self.reports = FrontendReports(engine.address, engine.identity.hex()) if config.workers > 1 else None
 
     @property
     def ready(self) -> bool:
@@ -57,7 +57,11 @@ class Gateway:
 
     @property
     def serving(self) -> bool:
-        return self.ready and (self.config.workers == 1 or len(self.reports.others()) >= self.config.workers - 1)
+        return self.ready and len(self.other_reports()) >= self.config.workers - 1
+
+    def other_reports(self) -> list[dict]:
+        """The other front ends' metrics (serve --workers)."""
+        return self.reports.others() if self.reports else []
 
     @property
     def draining(self) -> bool:
@@ -89,7 +93,7 @@ class Gateway:
     async def _report(self) -> None:
         announced = self.url is None
         while True:
-            if self.config.workers > 1:
+            if self.reports:
                 self.reports.publish(self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts))
             if not announced and self.serving and "max_active" in self.engine.stats():
                 announced = True
@@ -127,6 +131,7 @@ class Gateway:
     async def close(self) -> None:
         if self.reporter is not None:
             self.reporter.cancel()
-        self.reports.withdraw()
+        if self.reports:
+            self.reports.withdraw()
         self.reference_audio.close()
         await self.engine.close()

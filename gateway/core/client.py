@@ -50,6 +50,7 @@ class EngineClient:
         self.ready = loop.create_future()
         self.ctx = zmq.asyncio.Context()
         self.sock = wire.socket(self.ctx, zmq.DEALER, self.identity)
+        self.sender = zmq.Socket.shadow(self.sock.underlying)      # a plain send: no future per batch
         self.sock.connect(self.address)
         self.worker = await asyncio.to_thread(self.start_worker)
         if self.process is not None:
@@ -97,8 +98,8 @@ class EngineClient:
 
     def _flush(self) -> None:
         messages = self.batch.take()
-        if not self.failure:
-            self.sock.send(wire.dumps(messages), copy=False)
+        if not self.failure:            # never blocks: no high-water mark, and a pipe from connect() on
+            self.sender.send(wire.dumps(messages), copy=False)
 
     def call(self, msg, future=None):           # a message with a `key`: the future of its Answer
         future = future or asyncio.get_running_loop().create_future()
@@ -123,11 +124,10 @@ class EngineClient:
 
     def _dispatch(self, messages: list) -> None:
         for msg in messages:
-            self.handlers.get(type(msg), self._unknown)(msg)
-
-    @staticmethod
-    def _unknown(msg) -> None:
-        log.error("the engine core sent an unknown message: %s", type(msg).__name__)
+            if (handler := self.handlers.get(type(msg))) is None:
+                log.error("the engine core sent an unknown message: %s", type(msg).__name__)
+            else:
+                handler(msg)
 
     def _on_chunk(self, msg: Chunk) -> None:
         if (handle := self.requests.get(msg.id)) is not None:
