@@ -7,6 +7,7 @@ import numpy as np
 
 from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.commands import AppendText, CancelRequest, CloseText
+from engine.api.interface import EngineInterface
 from engine.core.sequence import Sequence
 from gateway.core import starts
 
@@ -27,6 +28,7 @@ def test_a_turns_appends_reach_the_engine_merged_in_order_and_speak_as_the_whole
     async def run():
         client = starts.in_thread(engine)
         await client.start()
+        assert isinstance(client, EngineInterface) and isinstance(engine, EngineInterface)   # one interface, two sides
         a, b, c = (client.submit(request("", False)) for _ in range(3))
         for i in range(0, 40, 2):                                # 2 characters each, interleaved
             for handle, text in ((a, TEXTS[0]), (b, TEXTS[1])):
