@@ -35,8 +35,7 @@ class EngineClient:
         self.keys = itertools.count(1)            # of calls (voices, alignments); request ids come with Ready
         self.batch = TurnBatch()
         self.voices, self.latest_stats = VoiceNames(), {}
-        self.info = self.validator = self.ids = self.worker = self.on_failure = self.failure = None
-        self.aligner: RemoteAligner | None = None
+        self.info = self.validator = self.ids = self.worker = self.on_failure = self.failure = self.aligner = None
         self.identity = uuid.uuid4().bytes
         self.handlers = {Chunk: self._on_chunk, Failed: self._on_failed, Answer: self._on_answer,
                          Stats: self._on_stats, VoiceList: self.voices.take, Ready: self._on_ready}
@@ -100,6 +99,7 @@ class EngineClient:
         messages = self.batch.take()
         if not self.failure:            # never blocks: no high-water mark, and a pipe from connect() on
             self.sender.send(wire.dumps(messages), copy=False)
+            self.sock.get(zmq.EVENTS)   # a read the send's processing signalled reaches the waiting recv (edge FD)
 
     def call(self, msg, future=None):           # a message with a `key`: the future of its Answer
         future = future or asyncio.get_running_loop().create_future()
