@@ -72,12 +72,13 @@ async def health(request: Request) -> JSONResponse:
     gateway: Gateway = request.app.state.gateway
     if not gateway.serving:
         return JSONResponse({"status": "warming_up" if gateway.ready else gateway.status}, status_code=503)
-    return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": gateway.engine.stats.get("max_active")})
+    stats = gateway.engine.stats()
+    return JSONResponse({"status": "ready", **gateway.engine.info, "max_active": stats.get("max_active")})
 
 
 async def metrics(request: Request) -> PlainTextResponse:
     gateway: Gateway = request.app.state.gateway
-    stats, others = gateway.engine.stats, gateway.engine.other_reports()
+    stats, others = gateway.engine.stats(), gateway.other_reports()
     gauges = {
         "tts_ready": ("1 once the engine is loaded and warmed up", float(gateway.ready)),
         "tts_sockets": ("open WebSocket sessions", len(gateway.sessions) + sum(r["sockets"] for r in others)),

@@ -34,17 +34,13 @@ class Session:
                           self.gateway.voices(), packet_ms=OPUS_PACKET_MS if self.format.encoding == "opus" else None))
         reaper = asyncio.create_task(watch(self))
         stopped = asyncio.create_task(self.outbox.finished.wait())
+        reading = asyncio.create_task(self._read())
         try:
-            while True:
-                receive = asyncio.ensure_future(self.ws.receive())
-                await asyncio.wait((receive, stopped), return_when=asyncio.FIRST_COMPLETED)
-                if not receive.done():           # the writer closed the socket (slow consumer, failed write)
-                    receive.cancel()
-                    break
-                frame = receive.result()
-                if frame["type"] == "websocket.disconnect":
-                    break
-                self._on_frame(frame)
+            await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():               # the writer closed the socket (slow consumer, failed write)
+                reading.cancel()
+            else:
+                reading.result()
         except Exception:
             log.exception("session %s failed", self.id)
             self.send(p.Error(p.INTERNAL, "internal error; reconnect", True))
@@ -52,10 +48,16 @@ class Session:
         finally:
             reaper.cancel()
             stopped.cancel()
+            reading.cancel()
             self.closed = True
             for ctx in list(self.contexts.values()):
                 self._retire(ctx)
             self.outbox.stop()
+
+    async def _read(self) -> None:
+        """One task for the socket's life: a frame costs no task of its own."""
+        while (frame := await self.ws.receive())["type"] != "websocket.disconnect":
+            self._on_frame(frame)
 
     async def shutdown(self, reason: str, code: str = p.SHUTTING_DOWN) -> None:
         """Every context ends with `code`; then the close: 1001 (shutting down) or 1011 after an `internal` error."""
@@ -76,7 +78,7 @@ class Session:
         except p.ProtocolError as exc:
             return self._reject(exc.code, exc.message, exc.context_id)
         try:
-            getattr(self, f"_on_{msg.type}")(msg)
+            self.handlers[type(msg)](self, msg)
         except (p.ProtocolError, EngineInputError) as exc:
             self._reject(exc.code, str(exc), msg.context_id)
         except Exception:                    # a fault of ours: it ends that context only, the socket stays
@@ -87,7 +89,7 @@ class Session:
         limit = self.gateway.config.max_message_bytes
         if raw is None:
             raise p.ProtocolError(p.INVALID_MESSAGE, "binary frames are not accepted: send JSON text frames")
-        if len(raw.encode("utf-8")) > limit:
+        if len(raw) * 4 > limit and len(raw.encode("utf-8")) > limit:      # (4 bytes a character at most)
             raise p.ProtocolError(p.MESSAGE_TOO_LARGE, f"message exceeds {limit} bytes: send text in smaller pieces")
         return p.parse_client(raw)
 
@@ -124,8 +126,6 @@ class Session:
     def _on_flush(self, msg: p.Flush | p.End) -> None:
         self._existing(msg.context_id).close_utterance(msg)
 
-    _on_end = _on_flush
-
     def _on_cancel(self, msg: p.Cancel) -> None:
         if msg.context_id == p.ALL_CONTEXTS:
             targets = list(self.contexts.values())
@@ -142,6 +142,9 @@ class Session:
                 ctx.touch()
         elif msg.context_id not in self.finished_ids:
             self._existing(msg.context_id).touch()
+
+    handlers = {p.Text: _on_text, p.Flush: _on_flush, p.End: _on_flush, p.Cancel: _on_cancel,
+                p.Keepalive: _on_keepalive}
 
     def _existing(self, context_id: str) -> Context:
         if context_id in self.contexts:

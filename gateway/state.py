@@ -12,6 +12,7 @@ from qwen_tts_client import protocol as p
 
 from . import fatal
 from .core import EngineClient
+from .frontend_reports import FrontendReports
 from .limits import Limits
 from .metrics import Metrics
 from .reference_audio import ReferenceDecoder
@@ -50,6 +51,7 @@ class Gateway:
         self.failure: str | None = None      # why the engine core failed, in one line
         self.reference_audio = ReferenceDecoder()
         self.started = time.perf_counter()
+        self.reports = FrontendReports(engine.address, engine.identity.hex()) if config.workers > 1 else None
 
     @property
     def ready(self) -> bool:
@@ -57,7 +59,11 @@ class Gateway:
 
     @property
     def serving(self) -> bool:
-        return self.ready and len(self.engine.other_reports()) >= self.config.workers - 1
+        return self.ready and len(self.other_reports()) >= self.config.workers - 1
+
+    def other_reports(self) -> list[dict]:
+        """The other front ends' metrics (serve --workers)."""
+        return self.reports.others() if self.reports else []
 
     @property
     def draining(self) -> bool:
@@ -89,11 +95,12 @@ class Gateway:
     async def _report(self) -> None:
         announced = self.url is None
         while True:
-            self.engine.send(("report", self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts)))
-            if not announced and self.serving and "max_active" in self.engine.stats:
+            if self.reports:
+                self.reports.publish(self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts))
+            if not announced and self.serving and "max_active" in self.engine.stats():
                 announced = True
                 log.info("listening on %s (%d front ends, model %s, %d streams)", self.url, self.config.workers,
-                         self.engine.info["model"], self.engine.stats.get("max_active", 0))
+                         self.engine.info["model"], self.engine.stats().get("max_active", 0))
                 report("serving", time.perf_counter() - self.started, "every front end up")
             await asyncio.sleep(1.0)
 
@@ -127,5 +134,7 @@ class Gateway:
     async def close(self) -> None:
         if self.reporter is not None:
             self.reporter.cancel()
+        if self.reports:
+            self.reports.withdraw()
         self.reference_audio.close()
         await self.engine.close()

@@ -9,7 +9,7 @@ from .metrics import Metrics
 
 class EngineStream:
     def __init__(self, engine, metrics: Metrics, request: SynthesisRequest, api: str, started_at: float | None = None):
-        self.handle = engine.submit(request)
+        self.engine, self.handle = engine, engine.submit(request)
         self.rate, self.samples_per_frame = engine.info["sample_rate"], engine.info["samples_per_frame"]
         self.metrics, self.api = metrics, api
         self.started_at = started_at or time.monotonic()
@@ -23,14 +23,14 @@ class EngineStream:
         return self.samples // self.samples_per_frame
 
     def append(self, text: str) -> None:
-        self.handle.append_text(text)
+        self.engine.append_text(self.handle.id, text)
 
     def close(self) -> None:
-        self.handle.close_text()
+        self.engine.close_text(self.handle.id)
 
     def cancel(self) -> None:
         """The engine frees the request before its next step; no chunk of it is wanted any more."""
-        self.handle.cancel()
+        self.engine.cancel(self.handle.id)
 
     async def chunks(self) -> AsyncIterator[AudioChunk]:
         async for chunk in self.handle:

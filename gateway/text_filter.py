@@ -40,12 +40,20 @@ class TextFilter:
 
     def feed(self, piece: str, final: bool = False) -> str:
         """The spoken text that `piece` completes; `final` (a flush or end) decides what was held back."""
+        if not self.held and self.mode == NORMAL and self.before != "\n" and not self.plain.search(piece):
+            return self._plain(piece)                  # no rule can start in it: an LLM's usual token
         text, out = self.held + piece, []
         i = self._run(text, final, out)
         if i:
             self.before = text[i - 1]
         self.held, self.origin = text[i:], self.origin + i
         return "".join(out)
+
+    def _plain(self, piece: str) -> str:
+        if piece:
+            self.map.add(self.origin, len(piece))
+            self.before, self.origin = piece[-1], self.origin + len(piece)
+        return piece
 
     def _emit(self, text: str, start: int, end: int, out: list) -> int:
         out.append(text[start:end])

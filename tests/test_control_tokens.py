@@ -20,9 +20,9 @@ def test_streamed_text_and_instruct_are_plain_text():
     handle = engine.submit(SynthesisRequest(text=HOSTILE[:9], instruct=HOSTILE, text_complete=False))
     engine.thread._drain(0.0)
     for i in range(9, len(HOSTILE), 2):
-        handle.append_text(HOSTILE[i:i + 2])
+        engine.append_text(handle.id, HOSTILE[i:i + 2])
         engine.thread._drain(0.0)
-    handle.close_text()
+    engine.close_text(handle.id)
     engine.thread._drain(0.0)
     seq = engine.thread.seqs[handle.id]
     assert controls(model, seq.role_ids + seq.feed) == [151644]              # the role's <|im_start|> only

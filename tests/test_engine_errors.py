@@ -49,9 +49,9 @@ def test_bad_request_is_rejected_with_a_clear_message(engines, variant, request_
 def test_append_of_too_much_text_is_rejected(engines):
     h = engines["tiny"].submit(SynthesisRequest(text="Hi", text_complete=False, max_frames=3))
     with pytest.raises(EngineInputError) as err:
-        h.append_text("y" * 6000)
+        engines["tiny"].append_text(h.id, "y" * 6000)
     assert err.value.code == "text_too_long"
-    h.cancel()
+    engines["tiny"].cancel(h.id)
     assert list(h.iter_blocking())[-1].finish_reason == "cancelled"
 
 

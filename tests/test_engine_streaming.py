@@ -49,7 +49,7 @@ def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_late
     for chunk in victim.iter_blocking():
         victim_chunks.append(chunk)
         if len(victim_chunks) == 3:
-            victim.cancel()
+            engine.cancel(victim.id)
     assert victim_chunks[-1].final and victim_chunks[-1].finish_reason == "cancelled"
     assert sum(len(c.codes) for c in victim_chunks) < 200
     for (codes, pcm, _), chunks in zip(alone, got):
@@ -89,9 +89,9 @@ def test_incremental_text_equals_whole_text(engine):
     chunks = []
     for piece in pieces[1:]:
         time.sleep(0.15)             # the talker catches up with the text and waits for more
-        h.append_text(piece)
+        engine.append_text(h.id, piece)
     time.sleep(0.15)
-    h.close_text()
+    engine.close_text(h.id)
     chunks = list(h.iter_blocking())
     np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), whole)
     assert_audio_close(np.concatenate([c.pcm for c in chunks]), whole_pcm)
@@ -102,8 +102,8 @@ def test_waiting_for_text_does_not_stall_others(engine):
     t0 = time.time()
     codes, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="ryan", max_frames=30, ignore_eos=True))
     assert len(codes) == 30 and time.time() - t0 < 10
-    waiting.append_text(" it.")
-    waiting.close_text()
+    engine.append_text(waiting.id, " it.")
+    engine.close_text(waiting.id)
     chunks = list(waiting.iter_blocking())
     assert chunks[-1].final and sum(len(c.codes) for c in chunks) >= 1
 
@@ -117,12 +117,12 @@ def test_text_appended_after_the_text_was_closed_is_not_spoken(engine):
     request = lambda: SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(), max_frames=30)
     codes, _, _ = run(engine, request())
     late = engine.submit(request())
-    late.append_text(" And this came after the end of the text.")     # a caller bug: ignored, not spoken after EOS
+    engine.append_text(late.id, " And this came after the end of the text.")   # a caller bug: ignored, not spoken
     assert np.array_equal(np.concatenate([c.codes for c in late.iter_blocking()]), codes)
     incremental = engine.submit(SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(),
                                                  max_frames=30, text_complete=False))
-    incremental.close_text()
-    incremental.append_text(" More after close.")
+    engine.close_text(incremental.id)
+    engine.append_text(incremental.id, " More after close.")
     assert np.array_equal(np.concatenate([c.codes for c in incremental.iter_blocking()]), codes)
 
 

@@ -150,3 +150,20 @@ def test_the_aligner_timeout_follows_the_engine_s_device_unless_set():
     assert Gateway(GatewayConfig(), on["cuda"]).aligner_timeout == 5.0
     assert Gateway(GatewayConfig(), on["cpu"]).aligner_timeout == 60.0      # the published aligner: ~17 s a job
     assert Gateway(GatewayConfig(aligner_timeout=2.5), on["cpu"]).aligner_timeout == 2.5
+
+
+def test_front_ends_read_each_others_reports_but_not_their_own_or_stale_ones(tmp_path):
+    import os
+    import time
+
+    from gateway.frontend_reports import STALE_S, FrontendReports
+    address = f"ipc://{tmp_path}/engine"
+    a, b, gone = (FrontendReports(address, name) for name in ("a", "b", "gone"))
+    a.publish({"sockets": 1})
+    b.publish({"sockets": 2})
+    gone.publish({"sockets": 3})
+    old = time.time() - STALE_S - 1
+    os.utime(gone.mine, (old, old))                  # a front end that stopped reporting
+    assert a.others() == [{"sockets": 2}] and b.others() == [{"sockets": 1}]
+    b.withdraw()
+    assert a.others() == [] and sorted(p.name for p in tmp_path.iterdir()) == ["frontend-a.json", "frontend-gone.json"]

@@ -64,12 +64,12 @@ def test_barge_in_splits_the_text_sent_at_a_heard_words_end(server, fraction, sa
 
 def test_the_openai_route_reads_input_as_given_unless_asked(server):
     heard = []
-    submit = server.engine.submit
+    sequence = server.engine.sequence                # what the engine core admits, checked by the front end
 
-    def spy(request, **kwargs):
+    def spy(seq_id, request, handle):
         heard.append(request.text)
-        return submit(request, **kwargs)
-    server.engine.submit = spy
+        return sequence(seq_id, request, handle)
+    server.engine.sequence = spy
     try:
         body = {"model": "qwen3-tts", "input": "**Hi** 😀 <think>x</think>there", "response_format": "pcm"}
         for extra in ({}, {"filter_markdown": True, "filter_emoji": True, "filter_think": True}):
@@ -77,7 +77,7 @@ def test_the_openai_route_reads_input_as_given_unless_asked(server):
         bad = httpx.post(f"{server.url}/v1/audio/speech", json=body | {"input": "😀", "filter_emoji": True})
         flag = httpx.post(f"{server.url}/v1/audio/speech", json=body | {"filter_emoji": "yes"})
     finally:
-        server.engine.submit = submit
+        server.engine.sequence = sequence
     assert heard == [body["input"], "Hi  there"]
     assert (bad.status_code, bad.json()["error"]["code"]) == (400, p.EMPTY_TEXT)
     assert flag.status_code == 400 and "filter_emoji" in flag.json()["error"]["message"]

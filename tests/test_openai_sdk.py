@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from engine import Engine, SamplingParams, SynthesisRequest
+from engine.api.handle import RequestHandle
 from gateway.audio import to_pcm16
 from gateway.state import GatewayConfig
 from server_thread import ServerThread
@@ -28,20 +29,22 @@ def server():
     """The gateway, its engine seeded (the same text, the same audio) and recording each request's voice and the
     samples it generated: the random tiny model may end an utterance before FRAMES."""
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
-    requests, submit = [], engine.submit
+    requests, sequence = [], engine.sequence
 
-    def recording_submit(request, sink=None):
-        if sink is None:                          # the core's warm-up
-            return submit(request)
+    def recording_sequence(seq_id, request, handle):
+        if isinstance(handle, RequestHandle):     # the core's warm-up, in process
+            return sequence(seq_id, request, handle)
         record = {"voice": request.voice, "samples": 0}
         requests.append(record)
 
-        def count(handle, item):
-            record["samples"] += 0 if isinstance(item, Exception) else len(item.pcm)
-            sink(handle, item)
-        return submit(replace(request, sampling=replace(request.sampling, seed=SEED)), sink=count)
+        class Counting:
+            @staticmethod
+            def deliver(item):
+                record["samples"] += 0 if isinstance(item, Exception) else len(item.pcm)
+                handle.deliver(item)
+        return sequence(seq_id, replace(request, sampling=replace(request.sampling, seed=SEED)), Counting)
 
-    engine.submit = recording_submit
+    engine.sequence = recording_sequence
     srv = ServerThread(engine, GatewayConfig(max_frames=FRAMES)).start()
     srv.requests = requests
     yield srv

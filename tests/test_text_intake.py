@@ -81,10 +81,10 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     work = []
     for i in range(0, len(text), 4):
         before = counting.chars
-        handle.append_text(text[i:i + 4])
+        engine.append_text(handle.id, text[i:i + 4])
         engine.thread._drain(0.0)
         work.append(counting.chars - before)
-    handle.close_text()
+    engine.close_text(handle.id)
     engine.thread._drain(0.0)
     seq = engine.thread.seqs[handle.id]
     assert seq.role_ids + seq.feed == TOKENIZER.encode_prompt(ROLE, text)
@@ -98,7 +98,7 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
     counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
     streamed = engine.submit(SynthesisRequest(text="", text_complete=False))
     for piece in ["One, ", "two, ", "three. ", "Four"]:
-        streamed.append_text(piece)
+        engine.append_text(streamed.id, piece)
     whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
     engine.thread._drain(0.0)
     assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox

@@ -6,6 +6,7 @@ import secrets
 
 import torch
 
+from engine.api.commands import AppendText, Batch, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
 from engine.api.request import SynthesisRequest, VoiceRef
 from engine.api.validate import Validator
@@ -105,23 +106,32 @@ class Engine:
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
 
-    def submit(self, request: SynthesisRequest, sink=None) -> RequestHandle:
-        """`sink(handle, item)` takes the chunks and errors on the engine thread instead of the handle queue."""
+    def submit(self, request: SynthesisRequest) -> RequestHandle:
         request = self.validator.prepare(request)
         seq_id = next(self._ids)
-        seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
-        handle = RequestHandle(self, seq_id, self.validator.check_append, sink)
-        self.inbox.put(("add", Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)))
+        handle = RequestHandle(seq_id, abandon=lambda: self.cancel(seq_id))
+        self.inbox.put(self.sequence(seq_id, request, handle))
         return handle
 
+    def sequence(self, seq_id: int, request: SynthesisRequest, handle) -> Sequence:
+        """A request checked by the caller (the engine core's front end), `handle.deliver` called on this engine's
+        thread: for `apply`."""
+        seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
+        return Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)
+
+    def apply(self, commands: list) -> None:
+        """Sequences to add and AppendText/CloseText/CancelRequest, in order, taken by the engine thread at once."""
+        self.inbox.put(Batch(commands))
+
     def append_text(self, seq_id: int, text: str) -> None:
-        self.inbox.put(("append", seq_id, text))
+        self.validator.check_append(text)
+        self.inbox.put(AppendText(seq_id, text))
 
     def close_text(self, seq_id: int) -> None:
-        self.inbox.put(("close", seq_id))
+        self.inbox.put(CloseText(seq_id))
 
     def cancel(self, seq_id: int) -> None:
-        self.inbox.put(("cancel", seq_id))
+        self.inbox.put(CancelRequest(seq_id))
 
     def register_voice(self, name: str, ref: VoiceRef):
         """Computes the clone conditioning beside the engine thread, one at a time; returns a concurrent Future.

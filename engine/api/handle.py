@@ -1,4 +1,4 @@
-"""A caller's view of one request: push text, cancel, iterate its AudioChunks."""
+"""A caller's view of one request: its id and its queue of AudioChunks (and its error), iterated async or blocking."""
 import asyncio
 import queue
 
@@ -6,8 +6,9 @@ from engine.api.request import AudioChunk
 
 
 class RequestHandle:
-    def __init__(self, engine, seq_id: int, check_append, sink=None):
-        self.engine, self.id, self.check_append, self.sink = engine, seq_id, check_append, sink
+    def __init__(self, request_id: int, abandon=None):
+        """`abandon()`: what `deliver` calls once the caller's event loop is gone."""
+        self.id, self.abandon = request_id, abandon
         try:
             self._loop = asyncio.get_running_loop()
             self._queue = asyncio.Queue()
@@ -15,23 +16,15 @@ class RequestHandle:
             self._loop, self._queue = None, queue.SimpleQueue()
         self.done = False
 
-    def append_text(self, text: str) -> None:
-        self.check_append(text)
-        self.engine.append_text(self.id, text)
-
-    def close_text(self) -> None:
-        self.engine.close_text(self.id)
-
-    def cancel(self) -> None:
-        self.engine.cancel(self.id)
-
     def deliver(self, item: AudioChunk | Exception) -> None:
-        if self.sink is not None or self._loop is None:
-            return self.sink(self, item) if self.sink is not None else self._queue.put(item)
+        """From any thread (the engine's)."""
+        if self._loop is None:
+            return self._queue.put(item)
         try:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
         except RuntimeError:                    # the caller's loop is gone
-            self.engine.cancel(self.id)
+            if self.abandon is not None:
+                self.abandon()
 
     def put(self, item: AudioChunk | Exception) -> None:
         """From the thread or event loop that owns the handle."""

@@ -6,6 +6,7 @@ import traceback
 
 import torch
 
+from engine.api.commands import AppendText, Batch, CancelRequest, CloseText
 from engine.api.request import EngineInputError
 from engine.core.isolation import FaultIsolation
 from engine.core.sequence import Sequence, Status
@@ -21,6 +22,8 @@ class EngineThread:
         self.errors = 0
         self._stop = False
         self._thread: threading.Thread | None = None
+        self.handlers = {Sequence: self._add, AppendText: self._append, CloseText: self._close,
+                         CancelRequest: self._cancel, Batch: self._batch}
 
     def start(self) -> None:
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))    # the GIL back at once after each GPU wait
@@ -29,7 +32,7 @@ class EngineThread:
 
     def stop(self) -> None:
         self._stop = True
-        self.inbox.put(("wake",))
+        self.inbox.put(Batch([]))
         if self._thread:
             self._thread.join(timeout=10)
 
@@ -86,11 +89,7 @@ class EngineThread:
         try:
             cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
             while True:
-                try:
-                    self._apply(cmd)
-                except Exception:
-                    self.errors += 1
-                    traceback.print_exc()
+                self._apply(cmd)
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
@@ -101,25 +100,45 @@ class EngineThread:
             del self.seqs[seq_id]
 
     def _apply(self, cmd) -> None:
-        kind, *args = cmd
-        if kind == "add":
-            seq = args[0]
-            try:
-                self.step.admit_request(seq, self.voices)
-                self.scheduler.add(seq, self.step.step_ms, self.clock.monotonic())
-                self.seqs[seq.id] = seq
-            except EngineInputError as exc:
-                seq.handle.deliver(exc)
-            except Exception as exc:
-                seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
-        elif kind in ("append", "close", "cancel"):
-            seq = self.seqs.get(args[0])
-            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
-                return                          # text after close_text would be spoken after end-of-text
-            if kind == "cancel":
-                self.step.end(seq, "cancelled")
-            else:
-                self.step.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
+        try:
+            self.handlers[type(cmd)](cmd)
+        except Exception:                       # an unknown or malformed command: logged, the engine goes on
+            self.errors += 1
+            traceback.print_exc()
+
+    def _batch(self, batch: Batch) -> None:
+        for cmd in batch.commands:
+            self._apply(cmd)
+
+    def _add(self, seq: Sequence) -> None:
+        try:
+            if seq.id in self.seqs:
+                raise EngineInputError("invalid_request", f"request id {seq.id} is in use")
+            self.step.admit_request(seq, self.voices)
+            self.scheduler.add(seq, self.step.step_ms, self.clock.monotonic())
+            self.seqs[seq.id] = seq
+        except EngineInputError as exc:
+            seq.handle.deliver(exc)
+        except Exception as exc:
+            seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
+
+    def _open(self, seq_id: int) -> Sequence | None:
+        """None once it ended or its text was closed: text after close_text would be spoken after end-of-text."""
+        seq = self.seqs.get(seq_id)
+        return None if seq is None or seq.status is Status.FINISHED or seq.closed else seq
+
+    def _append(self, cmd: AppendText) -> None:
+        if (seq := self._open(cmd.id)) is not None:
+            self.step.update_text(seq, cmd.text, closed=False)
+
+    def _close(self, cmd: CloseText) -> None:
+        if (seq := self._open(cmd.id)) is not None:
+            self.step.update_text(seq, "", closed=True)
+
+    def _cancel(self, cmd: CancelRequest) -> None:
+        seq = self.seqs.get(cmd.id)
+        if seq is not None and seq.status is not Status.FINISHED:
+            self.step.end(seq, "cancelled")
 
     def _fail(self, seq: Sequence, exc: Exception) -> None:
         self.scheduler.finish(seq, "error")

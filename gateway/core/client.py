@@ -1,4 +1,5 @@
-"""The front end's engine: the engine core behind a ZMQ socket; it never blocks the event loop."""
+"""The front end's engine: the engine core behind a ZMQ socket (engine.api.interface's EngineInterface, as the
+in-process Engine); requests are checked here, once; it never blocks the event loop."""
 import asyncio
 import itertools
 import logging
@@ -10,12 +11,16 @@ from concurrent.futures import Future
 import zmq
 import zmq.asyncio
 
+from engine.api.commands import AddRequest, AppendText, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
 from engine.api.validate import Validator
 
 from .. import fatal
 from . import wire
+from .messages import (Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice, Shutdown, Stats,
+                       VoiceList)
 from .remote import RemoteAligner, VoiceNames
+from .turn_batch import TurnBatch
 
 log = logging.getLogger("qwen_tts_gateway")
 SILENCE_S = 10.0           # the core sends stats every 0.1 s: this long without a word, it is gone
@@ -27,12 +32,13 @@ class EngineClient:
         self.start_worker, self.address = start_worker, address
         self.requests: dict[int, RequestHandle] = {}
         self.calls: dict[int, asyncio.Future | Future] = {}
-        self.ids = itertools.count(1)
-        self.pending: list = []
-        self.voices, self.stats = VoiceNames(), {}
-        self.info = self.validator = self.worker = self.on_failure = self.failure = None
-        self.aligner: RemoteAligner | None = None
+        self.keys = itertools.count(1)            # of calls (voices, alignments); request ids come with Ready
+        self.batch = TurnBatch()
+        self.voices, self.latest_stats = VoiceNames(), {}
+        self.info = self.validator = self.ids = self.worker = self.on_failure = self.failure = self.aligner = None
         self.identity = uuid.uuid4().bytes
+        self.handlers = {Chunk: self._on_chunk, Failed: self._on_failed, Answer: self._on_answer,
+                         Stats: self._on_stats, VoiceList: self.voices.take, Ready: self._on_ready}
 
     @property
     def process(self):
@@ -42,72 +48,71 @@ class EngineClient:
         loop = asyncio.get_running_loop()
         self.ready = loop.create_future()
         self.ctx = zmq.asyncio.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.IDENTITY, self.identity)
-        for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
-            self.sock.setsockopt(option, 0)
+        self.sock = wire.socket(self.ctx, zmq.DEALER, self.identity)
+        self.sender = zmq.Socket.shadow(self.sock.underlying)      # a plain send: no future per batch
         self.sock.connect(self.address)
         self.worker = await asyncio.to_thread(self.start_worker)
         if self.process is not None:
             loop.add_reader(self.process.sentinel, self._exited)
         self.reader = asyncio.create_task(self._read())
-        self.send(("hello",))
+        self.send(Hello())
         await self.ready
 
     def submit(self, request) -> RequestHandle:
         request = self.validator.prepare(request)
         if self.failure:
             raise RuntimeError(self.failure)
-        handle = RequestHandle(self, next(self.ids), self.validator.check_append)
+        handle = RequestHandle(next(self.ids))
         self.requests[handle.id] = handle
-        self.send(("add", handle.id, request))
+        self.send(AddRequest(handle.id, request))
         return handle
 
-    def append_text(self, rid: int, text: str) -> None:
-        self.send(("append", rid, text))
+    def append_text(self, request_id: int, text: str) -> None:
+        self.validator.check_append(text)
+        self.send(AppendText(request_id, text))
 
-    def close_text(self, rid: int) -> None:
-        self.send(("close", rid))
+    def close_text(self, request_id: int) -> None:
+        self.send(CloseText(request_id))
 
-    def cancel(self, rid: int) -> None:
+    def cancel(self, request_id: int) -> None:
         """The request's last chunk (`cancelled`) or error still comes, and ends its handle."""
-        if rid in self.requests:
-            self.send(("cancel", rid))
+        if request_id in self.requests:
+            self.send(CancelRequest(request_id))
+
+    def stats(self) -> dict:                    # as the core last sent them (every 0.1 s)
+        return self.latest_stats
 
     def register_voice(self, name: str, ref) -> asyncio.Future:
-        return self._call("voice", name, ref)
+        return self.call(RegisterVoice(next(self.keys), name, ref))
 
     def delete_voice(self, name: str) -> asyncio.Future:
-        return self._call("delete_voice", name)
+        return self.call(DeleteVoice(next(self.keys), name))
 
     def voice_names(self) -> list[str]:
         return self.voices.names()
 
-    def send(self, msg: tuple) -> None:
-        self.pending.append(msg)
-        if len(self.pending) == 1:
+    def send(self, msg) -> None:
+        if self.batch.add(msg):
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        msgs, self.pending = self.pending, []
-        if not self.failure:
-            self.sock.send(wire.dumps(msgs), copy=False)
+        messages = self.batch.take()
+        if not self.failure:            # never blocks: no high-water mark, and a pipe from connect() on
+            self.sender.send(wire.dumps(messages), copy=False)
+            self.sock.get(zmq.EVENTS)   # a read the send's processing signalled reaches the waiting recv (edge FD)
 
-    def _call(self, kind: str, *args, future=None, dropped: str | None = None):
-        """`dropped`: the message that tells the core a cancelled call's work is no longer wanted."""
-        key = next(self.ids)
+    def call(self, msg, future=None, dropped=None):
+        """A message with a `key`: the future of its Answer; `dropped(key)`: the message that tells the core a
+        cancelled call's work is no longer wanted."""
         future = future or asyncio.get_running_loop().create_future()
         if self.failure:
             future.set_exception(RuntimeError(self.failure))
             return future
-        self.calls[key] = future
-        self.send((kind, key, *args))
+        self.calls[msg.key] = future
+        self.send(msg)
         if dropped:
-            future.add_done_callback(lambda f: f.cancelled() and self.send((dropped, key)))
+            future.add_done_callback(lambda f: f.cancelled() and self.send(dropped(msg.key)))
         return future
-
-    def other_reports(self) -> list[dict]:
-        return [r for peer, r in self.stats.get("frontends", {}).items() if peer != self.identity.hex()]
 
     async def _read(self) -> None:
         while True:
@@ -122,33 +127,36 @@ class EngineClient:
                 log.exception("a message from the engine core could not be read")
 
     def _dispatch(self, messages: list) -> None:
-        for kind, key, *rest in messages:
-            if kind == "chunk":
-                if (handle := self.requests.get(key)) is not None:
-                    if rest[0].final:
-                        del self.requests[key]
-                    handle.put(rest[0])
-            elif kind == "error":
-                if (handle := self.requests.pop(key, None)) is not None:
-                    handle.put(rest[0].exception())
-            elif kind in ("voice", "aligned"):
-                if (future := self.calls.pop(key, None)) is not None and not future.done():
-                    result = rest[0]
-                    future.set_exception(result.exception()) if isinstance(result, wire.Failure) \
-                        else future.set_result(result)
-            elif kind == "stats":
-                self.stats = key
-            elif kind == "voices":
-                self.voices.known = key
-            elif kind == "ready":
-                self._ready(key)
+        for msg in messages:
+            if (handler := self.handlers.get(type(msg))) is None:
+                log.error("the engine core sent an unknown message: %s", type(msg).__name__)
+            else:
+                handler(msg)
 
-    def _ready(self, description: dict) -> None:
-        self.info = description["info"]
-        self.aligner = RemoteAligner(self) if description["aligner"] else None
-        self.voices.read(description["voices_dir"])
-        self.validator = Validator(description["rules"], self.voices, description["max_text_chars"],
-                                   description["check"])
+    def _on_chunk(self, msg: Chunk) -> None:
+        if (handle := self.requests.get(msg.id)) is not None:
+            if msg.chunk.final:
+                del self.requests[msg.id]
+            handle.put(msg.chunk)
+
+    def _on_failed(self, msg: Failed) -> None:
+        if (handle := self.requests.pop(msg.id, None)) is not None:
+            handle.put(msg.failure.exception())
+
+    def _on_answer(self, msg: Answer) -> None:
+        if (future := self.calls.pop(msg.key, None)) is not None and not future.done():
+            future.set_exception(msg.result.exception()) if isinstance(msg.result, Failure) \
+                else future.set_result(msg.result)
+
+    def _on_stats(self, msg: Stats) -> None:
+        self.latest_stats = msg.stats
+
+    def _on_ready(self, msg: Ready) -> None:
+        core = msg.description
+        self.info, self.ids = core["info"], itertools.count(msg.first_id)
+        self.aligner = RemoteAligner(self) if core["aligner"] else None
+        self.voices.read(core["voices_dir"])
+        self.validator = Validator(core["rules"], self.voices, core["max_text_chars"], core["check"])
         if not self.ready.done():
             self.ready.set_result(None)
 
@@ -181,7 +189,7 @@ class EngineClient:
         if self.process is not None:
             asyncio.get_running_loop().remove_reader(self.process.sentinel)
         if self.failure is None and self.worker is not None:       # a core of our own
-            self.send(("shutdown",))
+            self.send(Shutdown())
             await asyncio.sleep(0)
         if self.worker is not None:
             await asyncio.to_thread(self.worker.join, 0 if self.failure else timeout)

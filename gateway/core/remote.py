@@ -3,6 +3,8 @@ from concurrent.futures import Future
 
 from engine.models.qwen3_tts.voice_files import VoiceFiles
 
+from .messages import AdmitWords, Align, Unalign, VoiceList
+
 
 class VoiceNames:
     """The registered clone voices as last known here (the core checks again at admission)."""
@@ -13,6 +15,9 @@ class VoiceNames:
 
     def read(self, voices_dir: str | None) -> None:
         self.store = VoiceFiles(voices_dir) if voices_dir else None
+
+    def take(self, msg: VoiceList) -> None:
+        self.known = msg.names
 
     def __contains__(self, name: str) -> bool:
         return name in self.known or self.store is not None and self.store.version(name) is not None
@@ -27,8 +32,8 @@ class RemoteAligner:
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
         """Cancelled (its context timed out or ended), the job is dropped unless its batch has begun."""
-        return self.client._call("align", audio, units, due, future=Future(), dropped="unalign")
+        return self.client.call(Align(next(self.client.keys), audio, units, due), Future(), dropped=Unalign)
 
     def admit(self) -> Future:
         """-> a Future of None (a new context gets words) or the reason it gets none."""
-        return self.client._call("admit_words", future=Future())
+        return self.client.call(AdmitWords(next(self.client.keys)), Future())

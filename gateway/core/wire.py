@@ -1,23 +1,8 @@
-"""Messages between the front end and the engine core: lists of tuples, pickled once per batch."""
+"""A batch of messages (messages.py, engine.api.commands) as the socket carries it: one pickled list."""
 import pickle
-from dataclasses import dataclass
 from pathlib import Path
 
-from engine import EngineInputError
-
-
-@dataclass
-class Failure:
-    """An exception that crosses the process boundary: input errors keep their code, anything else is internal."""
-    message: str
-    code: str | None = None
-
-    @classmethod
-    def of(cls, exc: BaseException) -> "Failure":
-        return cls(str(exc), exc.code if isinstance(exc, EngineInputError) else None)
-
-    def exception(self) -> Exception:
-        return EngineInputError(self.code, self.message) if self.code else RuntimeError(self.message)
+import zmq
 
 
 def dumps(messages: list) -> bytes:
@@ -25,7 +10,20 @@ def dumps(messages: list) -> bytes:
 
 
 def loads(data: bytes) -> list:
-    return pickle.loads(data)
+    messages = pickle.loads(data)
+    if not isinstance(messages, list):
+        raise ValueError(f"a batch is a list of messages, not {type(messages).__name__}")
+    return messages
+
+
+def socket(ctx, kind: int, identity: bytes | None = None):
+    """A DEALER (a front end) or ROUTER (the core) that never drops or holds back a message."""
+    sock = ctx.socket(kind)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+    for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
+        sock.setsockopt(option, 0)
+    return sock
 
 
 def failure_path(address: str) -> Path:

@@ -1,0 +1,135 @@
+"""The engine core's dispatch of what front ends send: requests' commands to the engine in one batch per front-end
+batch, voices and alignments answered; and what goes back (chunks, answers, voice names, stats)."""
+import itertools
+import logging
+import threading
+from functools import partial
+
+from engine.api.commands import AddRequest, AppendText, CancelRequest, CloseText
+
+from . import wire
+from .messages import (AdmitWords, Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
+                       Shutdown, Unalign, VoiceList)
+
+log = logging.getLogger("qwen_tts_gateway")
+ID_SPAN = 1 << 40             # each front end's request ids: a range of its own, so the engine takes them as sent
+
+
+class Dispatch:
+    def __init__(self, engine, aligner, put, stop):
+        """`put(peer, message)` sends from any thread; `stop()` ends the core."""
+        self.engine, self.aligner, self.put, self.stop = engine, aligner, put, stop
+        self.peers: set[bytes] = set()
+        self.first_ids = itertools.count(ID_SPAN, ID_SPAN)
+        self.voice_names: list[str] = []       # as last shipped to the front ends
+        self.voices_lock = threading.Lock()    # registrations are answered from the engine's background thread
+        self.handlers = {AddRequest: self._add, AppendText: self._forward, CloseText: self._forward,
+                         CancelRequest: self._forward, Hello: self._hello, RegisterVoice: self._register_voice,
+                         DeleteVoice: self._delete_voice, Align: self._align, Unalign: self._unalign,
+                         AdmitWords: self._admit_words, Shutdown: self._shutdown}
+        self.aligning: dict = {}              # (peer, key) -> the aligner's Future of a job
+
+    def receive(self, peer: bytes, data: bytes) -> None:
+        """A front end's batch: its requests' commands go to the engine in one batch, in order; the rest answered."""
+        try:
+            messages = wire.loads(data)
+        except Exception:
+            return log.exception("a batch from a front end could not be read")
+        commands = []
+        for msg in messages:
+            try:
+                command = self.handlers[type(msg)](peer, msg)
+            except Exception as exc:          # bad input: answered where it can be; the core goes on
+                self._refuse(peer, msg, exc)
+            else:
+                if command is not None:
+                    commands.append(command)
+        if commands:
+            self.engine.apply(commands)
+
+    def _add(self, peer: bytes, msg: AddRequest):
+        return self.engine.sequence(msg.id, msg.request, Delivery(self.put, peer, msg.id))
+
+    @staticmethod
+    def _forward(peer: bytes, msg):
+        return msg
+
+    def _hello(self, peer: bytes, msg: Hello) -> None:
+        self.put(peer, Ready(self.description(), next(self.first_ids)))
+        with self.voices_lock:
+            self.peers.add(peer)
+            self.put(peer, VoiceList(self.voice_names))
+
+    def _register_voice(self, peer: bytes, msg: RegisterVoice) -> None:
+        self.engine.register_voice(msg.name, msg.ref).add_done_callback(partial(self._answer, peer, msg.key, True))
+
+    def _delete_voice(self, peer: bytes, msg: DeleteVoice) -> None:
+        deleted = self.engine.delete_voice(msg.name)
+        self.ship_voice_names()
+        self.put(peer, Answer(msg.key, deleted))
+
+    def _align(self, peer: bytes, msg: Align) -> None:
+        if self.aligner is None:
+            raise RuntimeError("this engine core has no aligner")
+        self.aligning[(peer, msg.key)] = aligned = self.aligner.submit(msg.audio, msg.units, msg.due)
+        aligned.add_done_callback(partial(self._aligned, peer, msg.key))
+
+    def _aligned(self, peer: bytes, key: int, future) -> None:
+        self.aligning.pop((peer, key), None)
+        self._answer(peer, key, False, future)      # a dropped one too: the front end forgets the call
+
+    def _unalign(self, peer: bytes, msg: Unalign) -> None:
+        if job := self.aligning.pop((peer, msg.key), None):
+            job.cancel()                  # skipped when its batch is formed
+
+    def _admit_words(self, peer: bytes, msg: AdmitWords) -> None:
+        if self.aligner is None:
+            raise RuntimeError("this engine core has no aligner")
+        self.aligner.admit().add_done_callback(partial(self._answer, peer, msg.key, False))
+
+    def _shutdown(self, peer: bytes, msg: Shutdown) -> None:
+        self.stop()
+
+    def _refuse(self, peer: bytes, msg, exc: Exception) -> None:
+        log.warning("a %s from a front end was refused: %s", type(msg).__name__, exc)
+        if isinstance(msg, AddRequest):
+            self.put(peer, Failed(msg.id, Failure.of(exc)))
+        elif isinstance(getattr(msg, "key", None), int):
+            self.put(peer, Answer(msg.key, Failure.of(exc)))
+
+    def _answer(self, peer: bytes, key: int, voice_changed: bool, future) -> None:
+        exc = RuntimeError("cancelled") if future.cancelled() else future.exception()
+        if voice_changed:
+            self.ship_voice_names()          # before the answer: the front end lists the new voice at once
+        self.put(peer, Answer(key, Failure.of(exc) if exc else future.result()))
+
+    def ship_voice_names(self) -> None:
+        """Only when they changed (at most --max-voices names); one stat of the voices folder otherwise."""
+        with self.voices_lock:
+            names = self.engine.voice_names()
+            if names != self.voice_names:
+                self.voice_names = names
+                for peer in self.peers:
+                    self.put(peer, VoiceList(names))
+
+    def description(self) -> dict:
+        return dict(self.engine.description(), aligner=bool(self.aligner))
+
+    def stats(self) -> dict:
+        stats = self.engine.stats()
+        if self.aligner is not None:
+            stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
+                         aligner_audio_s=self.aligner.stats["audio_seconds"],
+                         aligner_refused=self.aligner.stats["refused"])
+        return stats
+
+
+class Delivery:
+    """A request's chunks and error, from the engine thread to its front end."""
+    __slots__ = ("put", "peer", "id")
+
+    def __init__(self, put, peer: bytes, request_id: int):
+        self.put, self.peer, self.id = put, peer, request_id
+
+    def deliver(self, item) -> None:
+        self.put(self.peer, Failed(self.id, Failure.of(item)) if isinstance(item, Exception) else Chunk(self.id, item))

@@ -1,0 +1,150 @@
+"""The engine-core boundary's messages, each dispatched by its type: a front end's turn batch (appends merged, order
+kept), the core's dispatch of every front-end message, the client's of every core message, the engine thread's of
+every command; bad or unknown input is answered or logged, never fatal."""
+import asyncio
+import pickle
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+from engine import AudioChunk, Engine, EngineInputError, SynthesisRequest
+from engine.api.commands import AddRequest, AppendText, Batch, CancelRequest, CloseText
+from engine.api.handle import RequestHandle
+from engine.models.qwen3_tts.requests import ROLE
+from gateway.core.client import EngineClient
+from gateway.core.dispatch import ID_SPAN, Dispatch
+from gateway.core.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
+                                   Shutdown, Stats, VoiceList)
+from gateway.core.turn_batch import TurnBatch
+
+
+def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():
+    batch = TurnBatch()
+    sent = [AddRequest(1, None), AppendText(1, "a"), AppendText(2, "x"), AppendText(1, "b"), CloseText(1),
+            AppendText(1, "late"), AppendText(2, "y"), CancelRequest(2), AppendText(2, "z"), Hello()]
+    firsts = [batch.add(m) for m in sent]
+    assert firsts == [True] + [False] * 9
+    assert batch.take() == [AddRequest(1, None), AppendText(1, "ab"), AppendText(2, "xy"), CloseText(1),
+                            AppendText(1, "late"), CancelRequest(2), AppendText(2, "z"), Hello()]
+    assert batch.add(AppendText(1, "c")) and batch.take() == [AppendText(1, "c")]     # a new turn, a new message
+
+
+class StandInEngine:
+    def __init__(self):
+        self.applied, self.names = [], ["old"]
+
+    def sequence(self, seq_id, request, handle):
+        if request == "bad":
+            raise EngineInputError("invalid_request", "bad request")
+        return ("seq", seq_id, request, handle)
+
+    def apply(self, commands):
+        self.applied.append(commands)
+
+    def register_voice(self, name, ref):
+        future = Future()
+        self.names.append(name)
+        future.set_result(name)
+        return future
+
+    def delete_voice(self, name):
+        return name in self.names and not self.names.remove(name)
+
+    def voice_names(self):
+        return list(self.names)
+
+    def description(self):
+        return {"info": {}}
+
+    def stats(self):
+        return {"active": 0}
+
+
+def dispatch_with(aligner=None):
+    engine, sent, stopped = StandInEngine(), [], []
+    return engine, sent, stopped, Dispatch(engine, aligner, lambda peer, m: sent.append((peer, m)),
+                                           lambda: stopped.append(True))
+
+
+def test_the_core_dispatches_every_front_end_message_by_its_type():
+    aligner = type("Aligner", (), {"submit": lambda self, audio, units, due: done(("times", units, due))})()
+    engine, sent, stopped, core = dispatch_with(aligner)
+    batch = [Hello(), AddRequest(ID_SPAN, "req"), AppendText(ID_SPAN, "hi"), CloseText(ID_SPAN),
+             CancelRequest(ID_SPAN + 1), RegisterVoice(1, "new", "ref"), DeleteVoice(2, "old"),
+             Align(3, np.zeros(4, np.float32), ["a"], 1.5), Shutdown()]
+    core.receive(b"p", pickle.dumps(batch))
+    seq, *ops = engine.applied[0]
+    assert len(engine.applied) == 1 and seq[:3] == ("seq", ID_SPAN, "req") and ops == batch[2:5]
+    seq[3].deliver(AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True))
+    seq[3].deliver(EngineInputError("busy", "full"))
+    messages = [m for peer, m in sent if peer == b"p"]
+    assert messages[0] == Ready({"info": {}, "aligner": True}, ID_SPAN) and messages[1] == VoiceList([])
+    assert messages[2] == VoiceList(["old", "new"]) and messages[3] == Answer(1, "new")   # listed before answered
+    assert messages[4] == VoiceList(["new"]) and messages[5] == Answer(2, True)
+    assert messages[6] == Answer(3, ("times", ["a"], 1.5)) and stopped == [True]
+    assert isinstance(messages[7], Chunk) and messages[7].id == ID_SPAN and messages[7].chunk.final
+    assert messages[8] == Failed(ID_SPAN, Failure("full", "busy"))
+    core.receive(b"q", pickle.dumps([Hello()]))
+    assert sent[-2][1].first_id == 2 * ID_SPAN                  # another front end, another range of ids
+
+
+def done(result):
+    future = Future()
+    future.set_result(result)
+    return future
+
+
+@pytest.mark.parametrize("data", [b"not a pickle", pickle.dumps({"a": 1}), pickle.dumps([("append", 1, "x")]),
+                                  pickle.dumps([ValueError("x"), None, 3])])
+def test_malformed_or_unknown_input_leaves_the_core_running(data):
+    engine, sent, stopped, core = dispatch_with()
+    core.receive(b"p", data)
+    core.receive(b"p", pickle.dumps([AddRequest(5, "bad"), Align(6, None, [], None), AddRequest(7, "req")]))
+    assert sent == [(b"p", Failed(5, Failure("bad request", "invalid_request"))),
+                    (b"p", Answer(6, Failure("this engine core has no aligner")))]
+    assert [c[0][:2] for c in engine.applied] == [("seq", 7)] and not stopped
+
+
+def test_the_client_dispatches_every_core_message_by_its_type():
+    async def run():
+        client = EngineClient(lambda: None, "ipc:///nonexistent/engine")
+        client.ready = asyncio.get_running_loop().create_future()
+        rules = Engine.load(dummy="tiny", device="cpu", max_seqs=1).description()
+        client._dispatch([Ready(dict(rules, aligner=False), 7 * ID_SPAN), VoiceList(["ann"]), Stats({"active": 3}),
+                          "unknown"])
+        handle = client.submit(SynthesisRequest(text="Hi"))
+        failing = client.submit(SynthesisRequest(text="Hi"))
+        voice, deleted = client.register_voice("bob", None), client.delete_voice("ann")
+        chunk = AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True)
+        client._dispatch([Chunk(handle.id, chunk), Failed(failing.id, Failure("full", "busy")),
+                          Answer(voice_key(client, voice), "bob"), Answer(voice_key(client, deleted), Failure("x"))])
+        assert (handle.id, failing.id) == (7 * ID_SPAN, 7 * ID_SPAN + 1)
+        assert [c async for c in handle] == [chunk] and client.requests == {}
+        with pytest.raises(EngineInputError, match="full"):
+            await failing.__anext__()
+        assert await voice == "bob" and client.voice_names() == ["ann"] and client.stats() == {"active": 3}
+        with pytest.raises(RuntimeError, match="x"):
+            await deleted
+        assert [type(m) for m in client.batch.take()] == [AddRequest, AddRequest, RegisterVoice, DeleteVoice]
+    asyncio.run(run())
+
+
+def voice_key(client, future) -> int:
+    return next(key for key, f in client.calls.items() if f is future)
+
+
+def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_command():
+    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2)       # not started: the test drains its inbox
+    request = lambda: SynthesisRequest(text="", text_complete=False)
+    a, b = (engine.sequence(i, engine.validator.prepare(request()), RequestHandle(i)) for i in (1, 2))
+    engine.apply([a, b, AppendText(1, "One, "), AppendText(2, "Un, "), "unknown", AppendText(1, "two."),
+                  CloseText(1), AppendText(1, " not spoken"), AppendText(2, "deux.")])
+    engine.thread._drain(0.0)
+    assert engine.thread.errors == 1                                   # the unknown command, logged
+    decode = lambda seq: engine.model.tokenizer.decode(seq.role_ids + seq.feed)
+    assert decode(a) == ROLE + "One, two." and a.closed
+    assert decode(b) + "".join(b.unsettled) == ROLE + "Un, deux." and not b.closed   # its last word may change
+    engine.inbox.put(Batch([CancelRequest(2), AppendText(2, " after cancel"), AddRequest(3, None)]))
+    engine.thread._drain(0.0)
+    assert engine.thread.errors == 2 and b.finish_reason == "cancelled" and list(engine.thread.seqs) == [1]
