@@ -20,29 +20,39 @@ def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_pa
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, max_queue_ms=60_000, clock=clock).start()
     try:
         firsts, ends = [], []
-        sink = lambda handle, item: (firsts.append(handle.id) if getattr(item, "frame_offset", 1) == 0 else None,
-                                     ends.append(item) if isinstance(item, Exception) or item.final else None)
-        burst = [engine.submit(SynthesisRequest(text=f"Hello number {i}.", max_frames=3, ignore_eos=True), sink)
-                 for i in range(3)]
-        streamed = engine.submit(SynthesisRequest(text="Still", text_complete=False, max_frames=3), sink)
-        streamed.append_text(" coming in.")
+
+        class Sink:                     # takes the chunks on the engine thread, as the engine core's delivery does
+            def __init__(self, request_id: int):
+                self.id = request_id
+
+            def deliver(self, item) -> None:
+                if getattr(item, "frame_offset", 1) == 0:
+                    firsts.append(self.id)
+                if isinstance(item, Exception) or item.final:
+                    ends.append(item)
+
+        requests = [SynthesisRequest(text=f"Hello number {i}.", max_frames=3, ignore_eos=True) for i in range(3)]
+        requests.append(SynthesisRequest(text="Still", text_complete=False, max_frames=3))
+        engine.apply([engine.sequence(1000 + i, engine.validator.prepare(r), Sink(1000 + i))
+                      for i, r in enumerate(requests)])
+        engine.append_text(1003, " coming in.")
         run_until(lambda: len(firsts) >= 3, engine)
-        assert firsts[:3] == [h.id for h in burst]              # the third joined from the queue, as room appeared
-        streamed.close_text()
+        assert firsts[:3] == [1000, 1001, 1002]                  # the third joined from the queue, as room appeared
+        engine.close_text(1003)
         run_until(lambda: len(ends) == 4, engine)
-        assert firsts == [h.id for h in burst + [streamed]] and all(c.final and c.frame_offset for c in ends)
+        assert firsts == [1000, 1001, 1002, 1003] and all(c.final and c.frame_offset for c in ends)
         assert engine.scheduler.admission.refused == 0 and engine.stats()["queued_total"] == 2
 
         held = engine.submit(SynthesisRequest(text="Holding a slot.", text_complete=False, max_frames=50))
         other = engine.submit(SynthesisRequest(text="Me too.", text_complete=False, max_frames=50))
         waiting = engine.submit(SynthesisRequest(text="Let me in", text_complete=False, max_frames=3))
-        waiting.append_text(" please.")
+        engine.append_text(waiting.id, " please.")
         run_until(lambda: len(engine.scheduler.queue) == 1 and
                   engine.scheduler.queue.seqs()[0].num_text_ids > 0, engine)        # its text settled while queued
         clock.advance(61)
         with pytest.raises(EngineInputError, match="no room within 60000 ms in the queue") as err:
             list(waiting.iter_blocking())
         assert err.value.code == "busy" and engine.stats()["queue_expired"] == 1 and not engine.scheduler.queue
-        held.cancel(), other.cancel()
+        engine.cancel(held.id), engine.cancel(other.id)
     finally:
         engine.shutdown()
