@@ -9,6 +9,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from engine.models.qwen3_tts.config import ASSETS
+from engine.models.qwen3_tts.nfc_boundaries import settled_span
 
 SPLIT_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
@@ -121,10 +122,9 @@ class TextTokenizer:
 
     def _proven(self, text: str, end: int, token: int) -> bool:
         """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
-        crosses the boundary. The last character is left out (a mark may yet compose with it); a few suffice."""
-        window = text[end:end + 9]
-        after = window[:-1]
-        if not after or not unicodedata.is_normalized("NFC", window):
+        crosses the boundary. Only characters NFC can no longer change count (a hanzi at the end does); 8 suffice."""
+        after = settled_span(text, end, 8)
+        if not after:
             return False
         known = "".join(s for s, _ in self._bytes.pre_tokenize_str(after))
         last = self._tok.id_to_token(token)
