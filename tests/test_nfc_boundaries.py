@@ -9,8 +9,8 @@ NFC = lambda s: unicodedata.normalize("NFC", s)      # noqa: E731
 # starters that compose (Latin, kana, Hangul L/LV, Indic, Greek), what they compose with, and stable ones
 ATOMS = list("aeEoMnAkuΩιカかしハはウ가하각각世最。、ｶﾞ1 -") + [
     "\u0301", "\u0300", "\u0302", "\u0308", "\u0323", "\u0316", "\u0345", "\u3099", "\u309a", "\u0cc6", "\u0cc2",
-    "\u0cd5", "\u0b47", "\u0b3e", "\u0bc6", "\u0bbe", "\u0dd9", "\u0dcf", "\u1100", "\u1161", "\u11a8", "\u212b", "\uf900",
-    "\u0344", "😀", "\u200d", "\ufe0f"]
+    "\u0cd5", "\u0b47", "\u0b3e", "\u0bc6", "\u0bbe", "\u0dd9", "\u0dcf", "\u1100", "\u1161", "\u11a8", "\u212b",
+    "\uf900", "\u0344", "😀", "\u200d", "\ufe0f"]
 TEXT = st.lists(st.sampled_from(ATOMS), max_size=10).map("".join)
 
 
@@ -29,8 +29,8 @@ def test_a_settled_span_is_what_nfc_makes_of_it_whatever_follows(text, start, mo
 
 
 def test_hanzi_and_unvoiced_kana_close_a_span_and_voiceable_ones_do_not():
-    assert boundary_after("最") and boundary_after("。") and boundary_after("ア") and boundary_after("안")
-    assert not boundary_after("か") and not boundary_after("ウ") and not boundary_after("하") and not boundary_after("e")
+    assert all(map(boundary_after, ["最", "。", "ア", "안"]))
+    assert not any(map(boundary_after, ["か", "ウ", "하", "e"]))
     assert not boundary_before("\u3099") and not boundary_before("\u1161") and boundary_before("ﾞ")
     assert settled_span("根据最", 2, 8) == "最" and settled_span("天気か", 2, 8) == ""
     assert settled_span("天気かは", 2, 8) == "か" and settled_span("根据最\u0301", 2, 8) == ""
