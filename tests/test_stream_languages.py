@@ -73,7 +73,7 @@ def test_streamed_ids_are_the_whole_texts_or_the_same_characters(lang):
     rng, texts = random.Random(1), sentences(lang, 300, seed=1)
     exact, starts = 0, []
     for text in texts:
-        ids, start = stream(TextIntake(TOKENIZER, ROLE), pieces(text, lang, rng))
+        ids, start, _ = stream(TextIntake(TOKENIZER, ROLE), pieces(text, lang, rng))
         whole = TOKENIZER.encode_prompt(ROLE, text)
         assert TOKENIZER.decode(ids) == TOKENIZER.decode(whole), text
         exact += ids == whole
@@ -90,7 +90,7 @@ def test_without_the_lookahead_cjk_boundaries_no_merge_can_cross_are_exact_on_ra
     early = 0
     for _ in range(600):
         text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 30)))
-        ids, start = stream(TextIntake(exact, ROLE), list(text))
+        ids, start, _ = stream(TextIntake(exact, ROLE), list(text))
         assert ids == exact.encode_prompt(ROLE, text), text
         early += start is not None and start < len(text)
     assert early > 300
