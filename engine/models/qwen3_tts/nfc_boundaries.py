@@ -21,12 +21,14 @@ COMPOSES_FORWARD, COMPOSES_BACKWARD = _composition_pairs()
 
 def boundary_before(c: str) -> bool:
     """A starter nothing before it composes with: NFC of a text splits before it, whatever surrounds it."""
-    return unicodedata.combining(c) == 0 and c not in COMPOSES_BACKWARD
+    head = unicodedata.normalize("NFD", c)[0]
+    return unicodedata.combining(head) == 0 and c not in COMPOSES_BACKWARD and head not in COMPOSES_BACKWARD
 
 
 def boundary_after(c: str) -> bool:
-    """A starter that composes with nothing after it and no mark reorders before: no later text changes it."""
-    return unicodedata.combining(c) == 0 and c not in COMPOSES_FORWARD and unicodedata.is_normalized("NFC", c)
+    """Nothing after it composes with it, and it holds no mark a later one may sort before (é + U+0323 is ẹ́)."""
+    marks = any(map(unicodedata.combining, unicodedata.normalize("NFD", c)))
+    return not marks and c not in COMPOSES_FORWARD and unicodedata.is_normalized("NFC", c)
 
 
 def settled_span(text: str, start: int, most: int) -> str:
