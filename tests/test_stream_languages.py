@@ -98,7 +98,7 @@ def test_without_the_lookahead_cjk_boundaries_no_merge_can_cross_are_exact_on_ra
 
 # what an LLM's reply in any language may carry besides its own script
 ODD = ["ｶﾞｲﾄﾞ", "ガイド", "天気か\u3099", "\u1100\u1161\u11a8", "e\u0301", "n\u0303o", "😀", "👩\u200d👩\u200d👧",
-       "❤\ufe0f", "iPhone 15", "мир", "，", "。", "\u3000", " ", "12", "3.5", "ＡＢＣ", "①"]
+       "❤\ufe0f", "iPhone 15", "мир", "，", "。", "\u3000", " ", "12", "3.5", "ＡＢＣ", "①", "（:", "」.", "—", "；"]
 FORMS = [None, "NFC", "NFD", "NFKC"]
 
 

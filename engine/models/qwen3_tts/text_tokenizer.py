@@ -3,6 +3,7 @@ Client text is plain text: only the model's own prompt scaffolding (encode_promp
 import json
 import re
 from collections import defaultdict
+from functools import lru_cache
 import unicodedata
 from pathlib import Path
 
@@ -20,6 +21,15 @@ CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u
                  "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
 ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
+
+
+SPLIT = pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated")
+
+
+@lru_cache(maxsize=4096)
+def read_as(c: str) -> str:
+    """What SPLIT_REGEX reads `c` as (Python's Unicode tables may differ): "L" a letter, "N" a number, else ""."""
+    return "L" if len(SPLIT.pre_tokenize_str("A" + c)) == 1 else "N" if len(SPLIT.pre_tokenize_str(c + c)) == 2 else ""
 
 
 class TextTokenizer:
@@ -50,10 +60,8 @@ class TextTokenizer:
     def _bpe(dir: Path) -> Tokenizer:
         tok = Tokenizer(models.BPE.from_file(str(dir / "vocab.json"), str(dir / "merges.txt")))
         tok.normalizer = normalizers.NFC()
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        tok.pre_tokenizer = pre_tokenizers.Sequence([SPLIT, pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                   use_regex=False)])
         tok.decoder = decoders.ByteLevel()
         return tok
 
@@ -114,6 +122,8 @@ class TextTokenizer:
         """A boundary inside a run far enough behind its last character that its BPE has settled there (the
         lookahead), or (CJK) one no later text can move."""
         if not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
+            return False
+        if read_as(text[end]) != "L" and not read_as(text[end - 1]):     # inside a run of symbols or spaces
             return False
         cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
         if self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]:
