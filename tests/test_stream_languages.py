@@ -23,11 +23,11 @@ UNPUNCTUATED = {                    # one clause, no punctuation, no spaces wher
     "ja": "今日はとても良い天気なので公園を散歩してから湖のそばのカフェでコーヒーを飲みましょう",
     "ko": "오늘은날씨가정말좋아서공원을산책한다음호숫가카페에서커피를마시면서이야기를나눠요",
 }
-NO_BOUNDARY = {                     # a run of letters of each script with no space, digit or mark in it
+NO_BOUNDARY = {                     # a run of letters of each script (or symbols) with no space, digit or mark in it
     "en": "supercalifragilisticexpialidocious" * 4, "de": "Donaudampfschifffahrtsgesellschaftskapitän" * 3,
     "fr": "anticonstitutionnellement" * 5, "ru": "превысокомногорассмотрительствующий" * 4,
     "pt": "pneumoultramicroscopicossilicovulcanoconiótico" * 3, "es": "electroencefalografistas" * 5,
-    "it": "precipitevolissimevolmente" * 5, **UNPUNCTUATED,
+    "it": "precipitevolissimevolmente" * 5, "symbols": "=-*#~" * 20, **UNPUNCTUATED,
 }
 
 

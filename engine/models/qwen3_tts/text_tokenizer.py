@@ -123,12 +123,12 @@ class TextTokenizer:
         lookahead), or (CJK) one no later text can move."""
         if not 0 < end < limit or unicodedata.category(text[end])[0] == "M":
             return False
-        if read_as(text[end]) != "L" and not read_as(text[end - 1]):     # inside a run of symbols or spaces
-            return False
         cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
         if self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]:
             return True
-        return bool(cjk) and self._proven(text, end, token)
+        # inside a run of symbols or spaces the tail may split otherwise ("，:" + "A" is two pre-tokens, ":A" one)
+        word = read_as(text[end]) == "L" or read_as(text[end - 1])
+        return bool(cjk) and bool(word) and self._proven(text, end, token)
 
     def _proven(self, text: str, end: int, token: int) -> bool:
         """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
