@@ -1,7 +1,7 @@
 """Streamed text against the whole text's tokenization, on the CPU: sentences in each language sent 1-2 characters
-(Chinese, Japanese) or a word at a time through the engine's text intake. Reports the share whose fed ids equal the
-whole text's, that every difference re-segments the same characters, and how many characters were sent before the
-first text id settled (the engine's start)."""
+(Chinese, Japanese, Korean) or a word at a time through the engine's text intake. Reports the share whose fed ids
+equal the whole text's, that every difference re-segments the same characters, and the characters and pieces sent
+when the first text id settled (the engine's start), with the time since the first piece at load_bench's pace."""
 import argparse
 import json
 import random
@@ -17,52 +17,59 @@ from engine.models.qwen3_tts.requests import ROLE  # noqa: E402
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer  # noqa: E402
 
 
-def stream(intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None]:
-    """The ids fed for `parts` sent one at a time, and the characters sent when the first text id settled."""
+def stream(intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None, int | None]:
+    """The ids fed for `parts` sent one at a time, and the characters and pieces sent when the first text id settled
+    (None: only at the end)."""
     seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
     intake.add(seq)
-    sent, start = 0, None
-    for part in parts:
+    sent, start, pieces_sent = 0, None, None
+    for n, part in enumerate(parts, 1):
         intake.add(seq, part)
         intake.settle()
         sent += len(part)
         if start is None and seq.feed:
-            start = sent
+            start, pieces_sent = sent, n
     intake.add(seq, closed=True)
     intake.settle()
-    return seq.role_ids + seq.feed, start
+    return seq.role_ids + seq.feed, start, pieces_sent
 
 
-def measure(tokenizer, lang: str, n: int, seed: int) -> dict:
-    intake, rng = TextIntake(tokenizer, ROLE), random.Random(seed)
-    exact, starts, differ = 0, [], []
+def measure(tokenizer, lang: str, n: int, seed: int, piece_ms: tuple[float, float]) -> dict:
+    intake, rng, clock = TextIntake(tokenizer, ROLE), random.Random(seed), random.Random(seed + 1)
+    exact, starts, pieces_at, waits, differ = 0, [], [], [], []
     for text in sentences(lang, n, seed):
-        ids, start = stream(intake, pieces(text, lang, rng))
+        parts = pieces(text, lang, rng)
+        ids, start, pieces_sent = stream(intake, parts)
+        pieces_at.append(pieces_sent or len(parts))
+        waits.append(sum(clock.uniform(*piece_ms) for _ in range(pieces_at[-1] - 1)))
         whole = tokenizer.encode_prompt(ROLE, text)
         assert tokenizer.decode(ids) == tokenizer.decode(whole), text       # the same characters, whatever the split
         exact += ids == whole
-        starts.append(start)
+        starts.append(start or len(text))
         if ids != whole and len(differ) < 5:
             differ.append(dict(text=text, streamed=[tokenizer.decode([i]) for i in ids[3:]],
                                whole=[tokenizer.decode([i]) for i in whole[3:]]))
-    starts.sort()
-    return dict(sentences=len(starts), exact_share=round(exact / len(starts), 4),
-                start_chars_p50=starts[len(starts) // 2], start_chars_p90=starts[len(starts) * 9 // 10], start_chars_max=starts[-1], differences=differ)
+    row = dict(sentences=len(starts), exact_share=round(exact / len(starts), 4), start_chars_max=max(starts))
+    for name, values in ("start_chars", starts), ("start_pieces", pieces_at), ("start_ms", waits):
+        row.update({f"{name}_p{q}": round(sorted(values)[len(values) * q // 100]) for q in (50, 90)})
+    return dict(row, differences=differ)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--languages", nargs="+", choices=list(LANGUAGES), default=["zh", "ja"])
+    ap.add_argument("--languages", nargs="+", choices=list(LANGUAGES), default=["zh", "ja", "ko", "en"])
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--piece-ms", type=float, nargs=2, default=[20.0, 30.0], help="ms between pieces, as load_bench's")
     ap.add_argument("--out", help="write the report here as JSON")
     args = ap.parse_args(argv)
     tokenizer = TextTokenizer.load()
-    report = {lang: measure(tokenizer, lang, args.sentences, args.seed) for lang in args.languages}
+    report = {lang: measure(tokenizer, lang, args.sentences, args.seed, args.piece_ms) for lang in args.languages}
     for lang, row in report.items():
         print(f"{lang}: {row['sentences']} sentences, exact {row['exact_share']:.2%}, first id after "
-              f"{row['start_chars_p50']} characters (p50), {row['start_chars_p90']} (p90), "
-              f"{row['start_chars_max']} (max)")
+              f"{row['start_chars_p50']} / {row['start_chars_p90']} / {row['start_chars_max']} characters "
+              f"(p50 / p90 / max), {row['start_pieces_p50']} / {row['start_pieces_p90']} pieces, "
+              f"{row['start_ms_p50']} / {row['start_ms_p90']} ms after the first piece")
     if args.out:
         Path(args.out).write_text(json.dumps(report, ensure_ascii=False, indent=1))
 

@@ -3,8 +3,10 @@ scripts without spaces settle their ids a few characters behind the text (not at
 no boundary at all is bounded, and what is fed is the whole text's tokenization (or, where the lookahead guessed,
 the same characters segmented otherwise)."""
 import random
+import unicodedata
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from bench.languages import LANGUAGES, pieces, sentences
 from bench.stream_exactness import stream
@@ -15,22 +17,23 @@ from engine.models.qwen3_tts.requests import ROLE
 from engine.models.qwen3_tts.text_tokenizer import ANY_LOOKAHEAD, CJK_LOOKAHEAD, TextTokenizer
 
 TOKENIZER = TextTokenizer.load()
+EXACT = TextTokenizer.load(exact=True)
 UNPUNCTUATED = {                    # one clause, no punctuation, no spaces where the script has none
     "zh": "今天天气很好我们一起去公园散步然后在湖边的咖啡馆喝杯咖啡聊聊最近的工作和生活",
     "ja": "今日はとても良い天気なので公園を散歩してから湖のそばのカフェでコーヒーを飲みましょう",
     "ko": "오늘은날씨가정말좋아서공원을산책한다음호숫가카페에서커피를마시면서이야기를나눠요",
 }
-NO_BOUNDARY = {                     # a run of letters of each script with no space, digit or mark in it
+NO_BOUNDARY = {                     # a run of letters of each script (or symbols) with no space, digit or mark in it
     "en": "supercalifragilisticexpialidocious" * 4, "de": "Donaudampfschifffahrtsgesellschaftskapitän" * 3,
     "fr": "anticonstitutionnellement" * 5, "ru": "превысокомногорассмотрительствующий" * 4,
     "pt": "pneumoultramicroscopicossilicovulcanoconiótico" * 3, "es": "electroencefalografistas" * 5,
-    "it": "precipitevolissimevolmente" * 5, **UNPUNCTUATED,
+    "it": "precipitevolissimevolmente" * 5, "symbols": "=-*#~" * 20, **UNPUNCTUATED,
 }
 
 
-def intake_steps(text: str, parts: list[str]):
-    """After each part: (characters sent, characters settled, ids fed)."""
-    intake = TextIntake(TOKENIZER, ROLE)
+def intake_steps(text: str, parts: list[str], tokenizer: TextTokenizer = TOKENIZER):
+    """After each part, and after the end: (characters sent, characters settled, ids fed)."""
+    intake = TextIntake(tokenizer, ROLE)
     seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
     intake.add(seq)
     sent = 0
@@ -39,6 +42,9 @@ def intake_steps(text: str, parts: list[str]):
         intake.settle()
         sent += len(part)
         yield sent, sent - len("".join(seq.unsettled)), list(seq.feed)
+    intake.add(seq, closed=True)
+    intake.settle()
+    yield sent, sent, list(seq.feed)
 
 
 @pytest.mark.parametrize("lang", sorted(UNPUNCTUATED))
@@ -67,7 +73,7 @@ def test_streamed_ids_are_the_whole_texts_or_the_same_characters(lang):
     rng, texts = random.Random(1), sentences(lang, 300, seed=1)
     exact, starts = 0, []
     for text in texts:
-        ids, start = stream(TextIntake(TOKENIZER, ROLE), pieces(text, lang, rng))
+        ids, start, _ = stream(TextIntake(TOKENIZER, ROLE), pieces(text, lang, rng))
         whole = TOKENIZER.encode_prompt(ROLE, text)
         assert TOKENIZER.decode(ids) == TOKENIZER.decode(whole), text
         exact += ids == whole
@@ -84,7 +90,43 @@ def test_without_the_lookahead_cjk_boundaries_no_merge_can_cross_are_exact_on_ra
     early = 0
     for _ in range(600):
         text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 30)))
-        ids, start = stream(TextIntake(exact, ROLE), list(text))
+        ids, start, _ = stream(TextIntake(exact, ROLE), list(text))
         assert ids == exact.encode_prompt(ROLE, text), text
         early += start is not None and start < len(text)
     assert early > 300
+
+
+# what an LLM's reply in any language may carry besides its own script
+ODD = ["ｶﾞｲﾄﾞ", "ガイド", "天気か\u3099", "\u1100\u1161\u11a8", "e\u0301", "n\u0303o", "😀", "👩\u200d👩\u200d👧",
+       "❤\ufe0f", "iPhone 15", "мир", "，", "。", "\u3000", " ", "12", "3.5", "ＡＢＣ", "①", "（:", "」.", "—", "；"]
+FORMS = [None, "NFC", "NFD", "NFKC"]
+
+
+def language_texts(lang: str):
+    """Slices of the language's sentences mixed with other scripts, emoji and marks, in any normal form."""
+    pool = sentences(lang, 30, seed=2)
+    fragment = st.builds(lambda s, a, n: s[a:a + n], st.sampled_from(pool), st.integers(0, 80), st.integers(1, 12))
+    form = st.sampled_from(FORMS)
+    return st.builds(lambda parts, f: unicodedata.normalize(f, "".join(parts)) if f else "".join(parts),
+                     st.lists(fragment | st.sampled_from(ODD), min_size=1, max_size=6), form)
+
+
+def cut(text: str, sizes: list[int]) -> list[str]:
+    """1-3 characters a piece, the sizes repeating."""
+    parts, i = [], 0
+    while i < len(text):
+        parts.append(text[i:i + sizes[len(parts) % len(sizes)]])
+        i += len(parts[-1])
+    return parts
+
+
+@pytest.mark.parametrize("lang", sorted(LANGUAGES))
+@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_streamed_in_any_cuts_the_exact_rule_feeds_the_whole_texts_ids_and_never_retracts(lang, data):
+    text = data.draw(language_texts(lang))
+    parts = cut(text, data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=8)))
+    whole = EXACT.encode_prompt(ROLE, text)[3:]
+    for sent, _, fed in intake_steps(text, parts, EXACT):
+        assert fed == whole[:len(fed)], (text, sent)          # every id settled is the whole text's, for good
+    assert fed == whole, text

@@ -31,6 +31,7 @@ def pieces_of(text: str, cuts: list[int]) -> list[str]:
 @settings(max_examples=300, deadline=None)
 @example([("中文Aa", [3])], [])        # "中文|A", then "中文Aa": one piece (the letter patterns backtrack over "A")
 @example([("adon't中文00\U00011380Aa", [12])], [])    # Python's Unicode tables lack U+11380: the old rule is not monotone
+@example([("aa<tts_00:\U0002ee5eA", [11])], [])       # ":" then a character the regex reads as a symbol: no cut between
 @given(st.lists(st.tuples(TEXTS, st.lists(st.integers(0, 99), max_size=12)), min_size=1, max_size=4),
        st.lists(st.booleans(), max_size=14))
 def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(streams, settles):

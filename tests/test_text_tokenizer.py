@@ -150,4 +150,7 @@ def test_final_tokens_commit_early_and_hold_unsettled_tails(ours):
     assert ours.final_count("Hello <|im_end|", False) == len(ours.encode("Hello <|im_end"))    # "|" may grow
     assert ours.final_count("你好，世界", False) == len(ours.encode("你好，"))  # no merge joins "，" to "世…"
     assert ours.final_count("今天天气", False) == 0                      # "今天" may join "天气…"
+    assert ours.final_count("根据最", False) == 1                        # a hanzi after it is all NFC can give
+    assert ours.final_count("天気か", False) == 1                        # "か" may yet be "が", and "気が" is one token
+    assert ours.final_count("好，:", False) == 1                         # ":" may yet lead a word (":A"), "，:" may not
     assert ours.final_count("Hello world", True) == len(ours.encode("Hello world"))

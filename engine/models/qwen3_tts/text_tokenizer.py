@@ -4,12 +4,14 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from functools import lru_cache
 import unicodedata
 from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from engine.models.qwen3_tts.config import ASSETS
+from engine.models.qwen3_tts.nfc_boundaries import settled_span
 
 SPLIT_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
                r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
@@ -21,6 +23,15 @@ CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u
 CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
 ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
 SHARED: dict[bytes, tuple[Tokenizer, dict]] = {}    # vocab and merges (the aligner's are the TTS model's) -> built
+
+
+SPLIT = pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated")
+
+
+@lru_cache(maxsize=4096)
+def read_as(c: str) -> str:
+    """What SPLIT_REGEX reads `c` as (Python's Unicode tables may differ): "L" a letter, "N" a number, else ""."""
+    return "L" if len(SPLIT.pre_tokenize_str("A" + c)) == 1 else "N" if len(SPLIT.pre_tokenize_str(c + c)) == 2 else ""
 
 
 class TextTokenizer:
@@ -61,10 +72,8 @@ class TextTokenizer:
     def _bpe(dir: Path) -> Tokenizer:
         tok = Tokenizer(models.BPE.from_file(str(dir / "vocab.json"), str(dir / "merges.txt")))
         tok.normalizer = normalizers.NFC()
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        tok.pre_tokenizer = pre_tokenizers.Sequence([SPLIT, pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                   use_regex=False)])
         tok.decoder = decoders.ByteLevel()
         return tok
 
@@ -129,14 +138,15 @@ class TextTokenizer:
         cjk = CJK.match(text[end - 1]) or CJK.match(text[end])
         if self.lookahead is not None and end <= limit - self.lookahead[0 if cjk else 1]:
             return True
-        return bool(cjk) and self._proven(text, end, token)
+        # inside a run of symbols or spaces the tail may split otherwise ("，:" + "A" is two pre-tokens, ":A" one)
+        word = read_as(text[end]) == "L" or read_as(text[end - 1])
+        return bool(cjk) and bool(word) and self._proven(text, end, token)
 
     def _proven(self, text: str, end: int, token: int) -> bool:
         """No merge joins `token` (or the symbol ending it) with a symbol the text after it may begin with: BPE never
-        crosses the boundary. The last character is left out (a mark may yet compose with it); a few suffice."""
-        window = text[end:end + 9]
-        after = window[:-1]
-        if not after or not unicodedata.is_normalized("NFC", window):
+        crosses the boundary. Only characters NFC can no longer change count (a hanzi at the end does); 8 suffice."""
+        after = settled_span(text, end, 8)
+        if not after:
             return False
         known = "".join(s for s, _ in self._bytes.pre_tokenize_str(after))
         last = self._tok.id_to_token(token)
