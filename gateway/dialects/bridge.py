@@ -9,15 +9,15 @@ from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
 
-from ..http_api import STATUS
+from ..http_api import STATUS, ApiError
 
 
-class DialectError(Exception):
+class DialectError(ApiError):
     """A dialect message we cannot honour: answered in the dialect's error shape, the socket stays open."""
 
     def __init__(self, code: str, message: str, context_id: str | None = None):
-        super().__init__(message)
-        self.code, self.context_id = code, context_id
+        super().__init__(code, message)
+        self.context_id = context_id
 
 
 def json_body(text: str | None) -> dict:

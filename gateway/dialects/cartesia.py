@@ -4,8 +4,9 @@ import uuid
 
 from qwen_tts_client import protocol as p
 
+from ..http_api import auth_headers
 from .bridge import DialectError, json_body
-from .settings import Ignored, auth_headers, language, to_f32le, tokens, voice
+from .settings import Ignored, language, to_f32le, tokens, voice
 
 ENCODINGS = {"pcm_s16le": "pcm_s16le", "pcm_f32le": "pcm_s16le", "pcm_mulaw": "mulaw", "pcm_alaw": "alaw"}
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)

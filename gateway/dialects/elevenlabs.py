@@ -8,9 +8,10 @@ import numpy as np
 from qwen_tts_client import protocol as p
 
 from ..containers import ContainerEncoder
+from ..http_api import auth_headers
 from .bridge import DialectError, json_body
 from .char_alignment import CharTimes
-from .settings import Ignored, auth_headers, language, voice
+from .settings import Ignored, language, voice
 
 ENCODINGS = {"pcm": "pcm_s16le", "ulaw": "mulaw", "alaw": "alaw"}
 SAMPLE_RATES = {"pcm": (8000, 16000, 22050, 24000, 44100, 48000), "ulaw": (8000,), "alaw": (8000,)}
