@@ -99,6 +99,9 @@ class Cartesia:
         return p.Text(cid, transcript, voice=name, language=language(body.get("language")),
                       word_timestamps=bool(body.get("add_timestamps", False)))
 
+    async def encoded(self, msg: p.Audio) -> p.Audio:
+        return msg                                     # as our session encodes it (pcm_f32le: in to_client)
+
     def to_client(self, msg) -> list[dict]:
         cid = getattr(msg, "context_id", None)
         head = {"context_id": cid, "status_code": 206, "done": False}
