@@ -42,6 +42,7 @@ def codes(handle) -> np.ndarray:
     return np.concatenate([c.codes for c in handle.iter_blocking()])
 
 
+@pytest.mark.slow                                   # parity: three engines, shared and unshared prefill
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_themselves(engines, case, monkeypatch):
     engine, kw = engines[case[0]], case[1]

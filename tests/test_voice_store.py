@@ -68,6 +68,7 @@ def test_a_new_registration_and_a_delete_reach_the_other_engine(engines):
         codes(b, "bob")
 
 
+@pytest.mark.slow                                   # a third engine
 def test_stored_voices_survive_a_restart(engines):
     (a, _), root, _ = engines
     a.register_voice("cy", reference(210)).result(60)
