@@ -12,10 +12,10 @@ from reference import cached_model_dir, official_generate
 
 
 @pytest.fixture(scope="module")
-def engines():
+def engines(engine):
     built = {v: Engine.load(dummy=v, device="cpu", max_seqs=2).start()
-             for v in ("tiny", "tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
-    yield built
+             for v in ("tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
+    yield {"tiny": engine, **built}
     for e in built.values():
         e.shutdown()
 
