@@ -86,21 +86,6 @@ def sentences(lang: str, n: int, seed: int = 0) -> list[str]:
     return list(seen)
 
 
-def texts(lang: str, n: int, seed: int = 0, min_chars: int = 20, max_chars: int = 500) -> list[str]:
-    """n texts of one to several sentences, within the bounds where the sentences allow."""
-    rng, pool = random.Random(seed), sentences(lang, 200, seed)
-    out = []
-    for _ in range(n):
-        target, text = rng.randint(min_chars, max_chars), ""
-        while len(text) < target:
-            sentence = rng.choice(pool)
-            if text and len(text) + len(sentence) > max_chars:
-                break
-            text += ("" if lang in CHARACTER_PIECES or not text else " ") + sentence
-        out.append(text)
-    return out
-
-
 def pieces(text: str, lang: str, rng: random.Random) -> list[str]:
     """Chinese and Japanese 1-2 characters a piece; the others a word with the space before it."""
     if lang in CHARACTER_PIECES:

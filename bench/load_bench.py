@@ -26,8 +26,8 @@ from bench.load_dialects import DIALECTS  # noqa: E402
 from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
-from bench.languages import LANGUAGES, texts as language_texts  # noqa: E402
-from bench.workload import workload  # noqa: E402
+from bench.languages import LANGUAGES  # noqa: E402
+from bench.workload import texts as bench_texts  # noqa: E402
 from qwen_tts_client import protocol as p  # noqa: E402
 
 CONNECT_TIMEOUT_S = 600       # for the client processes to open their sockets
@@ -158,8 +158,7 @@ def main(argv=None) -> None:
         ws_base = f"{'wss' if secure else 'ws'}://{target.netloc}"
         if args.dialect != ["ours"] and (args.encoding != "pcm_s16le" or not args.voice):
             sys.exit("--dialect cartesia/elevenlabs: give --voice (a speaker or clone); their audio is pcm_s16le")
-        texts = {lang: language_texts(lang, 1000, args.seed, args.min_chars, args.max_chars) if lang else
-                 [text for text, _ in workload(1000, args.seed, args.min_chars, args.max_chars)] for lang in args.lang}
+        texts = {lang: bench_texts(1000, args.seed, args.min_chars, args.max_chars, lang) for lang in args.lang}
         label = args.label or f"{device_name()} {info['model'].removeprefix('dummy:')}"
         report = dict(label=label, server=info, args=vars(args), levels=[], summary={})
         print(f"{label}: {args.serve or args.url}, {args.clients} client processes, window {args.duration:g} s "

@@ -31,22 +31,28 @@ TEXT = ("The victim keeps on speaking, minding its own business, sentence after 
         "register voices beside it. ") * 4
 
 
-def wav_b64(rate: int, seconds: float, channels: int = 1, width: int = 2) -> str:
+def noise_wav(rate: int, seconds: float, channels: int = 1, width: int = 2) -> bytes:
     frames = int(rate * seconds)
     noise = np.random.default_rng(rate).integers(0, 255, frames * channels * width, dtype=np.uint8).tobytes()
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(channels), w.setsampwidth(width), w.setframerate(rate)
         w.writeframes(noise)
-    return base64.b64encode(buf.getvalue()).decode()
+    return buf.getvalue()
 
 
-def extremes() -> dict[str, dict]:
+def extremes() -> dict[str, tuple[bytes, str | None]]:
+    """Every extreme a registration may take: its WAV of noise and its transcript (None: an x-vector-only voice)."""
     longest, transcript = limits.MAX_REFERENCE_S, "a" * limits.MAX_TRANSCRIPT_CHARS
-    return {"48k_stereo_60s_icl": dict(audio=wav_b64(48000, longest, channels=2), text=transcript),
-            "11k_60s_icl": dict(audio=wav_b64(11025, longest), text=transcript),
-            "8k_1s_xvec": dict(audio=wav_b64(8000, limits.MIN_REFERENCE_S, width=1), x_vector_only=True),
-            "44k_32bit_60s_xvec": dict(audio=wav_b64(44100, longest, width=4), x_vector_only=True)}
+    return {"48k_stereo_60s_icl": (noise_wav(48000, longest, channels=2), transcript),
+            "11k_60s_icl": (noise_wav(11025, longest), transcript),            # the largest resampling ratio
+            "8k_1s_xvec": (noise_wav(8000, limits.MIN_REFERENCE_S, width=1), None),
+            "44k_32bit_60s_xvec": (noise_wav(44100, longest, width=4), None)}
+
+
+def registration_bodies() -> dict[str, dict]:
+    return {name: {"audio": base64.b64encode(wav).decode(), **({"text": text} if text else {"x_vector_only": True})}
+            for name, (wav, text) in extremes().items()}
 
 
 async def speak(ws_url: str, context: str, voice: str) -> list[float]:
@@ -139,7 +145,7 @@ def main() -> None:
     try:
         if server:
             server.wait_ready(1200)
-        bodies = extremes()
+        bodies = registration_bodies()
         httpx.post(url + "/v1/voices", json={"name": "victim", **bodies["8k_1s_xvec"]}, timeout=600).raise_for_status()
         results = []
         for n in args.background:

@@ -1,5 +1,7 @@
 """HTTP API: what every route shares (auth, readiness, errors) and clone-voice management."""
 import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -23,29 +25,53 @@ class ApiError(Exception):
         self.code = code
 
 
-def error_response(gateway, code: str, message: str) -> Response:
+def openai_error(code: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message, "type": "invalid_request_error"}}
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """How a family of routes answers an error: its body, its statuses, where its key comes (None: Authorization)."""
+    body: Callable[[str, str], dict] = openai_error
+    status: Mapping[str, int] = field(default_factory=lambda: STATUS)
+    key_header: str | None = None
+
+
+OPENAI = ErrorShape()
+
+
+def error_response(gateway, code: str, message: str, shape: ErrorShape = OPENAI) -> Response:
     gateway.metrics.errors[code] += 1
     headers = {"Retry-After": "1"} if code in p.RETRYABLE else None
-    body = p.to_json({"error": {"code": code, "message": message, "type": "invalid_request_error"}})
-    return Response(body, STATUS.get(code, 400), headers, "application/json")
+    return Response(p.to_json(shape.body(code, message)), shape.status.get(code, 400), headers, "application/json")
 
 
-def api(handler):
+def api(handler, shape: ErrorShape = OPENAI):
+    """Every HTTP route: its key, readiness (shutting_down while draining), its errors in the route's shape."""
     async def endpoint(request: Request):
         gateway = request.app.state.gateway
+        headers, query = request.headers, request.query_params
+        if shape.key_header:
+            headers, query = auth_headers(headers, query, shape.key_header), {}
         try:
-            if not gateway.authorized(request.headers, request.query_params):
+            if not gateway.authorized(headers, query):
                 raise ApiError(p.UNAUTHORIZED, "missing or wrong API key")
             if not gateway.ready:
                 raise ApiError(p.SHUTTING_DOWN if gateway.draining else p.NOT_READY,
                                f"server not ready ({gateway.status}); retry shortly")
             return await handler(request, gateway)
         except (ApiError, EngineInputError, p.ProtocolError) as exc:
-            return error_response(gateway, exc.code, str(exc))
+            return error_response(gateway, exc.code, str(exc), shape)
         except Exception:
             log.exception("%s %s failed", request.method, request.url.path)
-            return error_response(gateway, p.INTERNAL, "internal error; retry")
+            return error_response(gateway, p.INTERNAL, "internal error; retry", shape)
     return endpoint
+
+
+def auth_headers(headers, query, key_header: str) -> dict:
+    """A dialect's key (its header, or `api_key` in the query) as the `Authorization` our admission checks."""
+    key = headers.get(key_header) or query.get("api_key")
+    return {"authorization": f"Bearer {key}"} if key else dict(headers)
 
 
 @api

@@ -1,24 +1,22 @@
 """POST /v1/audio/speech as OpenAI defines it: formats, streaming (chunked bytes or SSE), voice names, speed."""
-import asyncio
 import base64
-import logging
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from engine import EngineInputError, SynthesisRequest
+from engine import SynthesisRequest
 from qwen_tts_client import protocol as p
 
 from .body import body_field, read_json
 from .containers import FORMATS, SIZED, ContainerEncoder
 from .http_api import ApiError, api
+from .speech_body import StreamedSpeech, audio_body, opened
 from .streams import EngineStream
 from .tempo import MAX_SPEED, MIN_SPEED
 from .text_filter import FILTERS, Filters
 from .voice_map import resolve
 
-log = logging.getLogger("qwen_tts_gateway")
 UNSUPPORTED_FORMAT = "unsupported_format"
 STREAM_FORMATS = ("audio", "sse")
 STREAMING_CLIENT = "x-stainless-raw-response"     # the OpenAI Python SDK sends "stream" with `with_streaming_response`
@@ -48,19 +46,11 @@ async def speech(request: Request, gateway) -> Response:
                                  instruct=body_field(body, "instructions", str) or None, non_streaming_text=None)
     encoder = ContainerEncoder(fmt, streamed, float(speed), gateway.engine.info["sample_rate"])
     stream = EngineStream(gateway.engine, gateway.metrics, synthesis, "http")
-    pieces = _encoded(stream, encoder)
-    try:
-        first = await anext(pieces, b"")       # a refusal (busy) answers before any byte; a whole response is all
-    except EngineInputError:
-        raise
-    except Exception:
-        log.exception("speech request failed")
-        stream.cancel()
-        raise ApiError(p.INTERNAL, "the engine failed this request; retry") from None
+    first, pieces = await opened(stream, encoder.encode)      # a whole response is all in `first`
     if stream_format == "sse":
-        return _StreamedSpeech(stream, _events(first, pieces, stream), "text/event-stream")
+        return StreamedSpeech(stream, _events(first, pieces, stream), "text/event-stream")
     if streamed:
-        return _StreamedSpeech(stream, _rest(first, pieces), encoder.media_type)
+        return StreamedSpeech(stream, audio_body(first, pieces), encoder.media_type)
     return Response(first, media_type=encoder.media_type)
 
 
@@ -71,25 +61,9 @@ def _voice(body: dict, gateway) -> str | None:
     return resolve(voice, gateway.config.voice_map, gateway.voices(), takes_voice)
 
 
-async def _encoded(stream: EngineStream, encoder: ContainerEncoder):
-    async for chunk in stream.chunks():
-        data = await asyncio.to_thread(encoder.encode, chunk.pcm, chunk.final)     # off the loop
-        if data:
-            yield data
-
-
-async def _rest(first: bytes, pieces):
-    try:
-        yield first
-        async for data in pieces:
-            yield data
-    except Exception:
-        log.exception("streamed speech request failed")    # the status is sent: the body just ends early
-
-
 async def _events(first: bytes, pieces, stream: EngineStream):
     """OpenAI's SSE: speech.audio.delta per piece, then speech.audio.done (usage counts codec frames)."""
-    async for data in _rest(first, pieces):
+    async for data in audio_body(first, pieces):
         yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
     if stream.finish_reason is not None:
         frames = stream.frames
@@ -99,21 +73,6 @@ async def _events(first: bytes, pieces, stream: EngineStream):
 
 def _event(body: dict) -> str:
     return f"data: {p.to_json(body)}\n\n"
-
-
-class _StreamedSpeech(StreamingResponse):
-    """Ends the engine request however the response ends, even if the body was never started (client gone)."""
-
-    def __init__(self, stream: EngineStream, body, media_type: str):
-        super().__init__(body, media_type=media_type)
-        self.stream = stream
-
-    async def __call__(self, scope, receive, send):
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if self.stream.finish_reason is None:
-                self.stream.cancel()
 
 
 routes = [Route("/v1/audio/speech", speech, methods=["POST"])]

@@ -8,6 +8,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 KEY = "integration-key"
 FRAMES = 12                                     # every utterance's cap: 0.96 s of audio
 PIECES = ["Hello the", "re, how are", " you today?"]
@@ -51,6 +53,14 @@ def serve(**config) -> ServedGateway:
 def restart(old: ServedGateway, **config) -> ServedGateway:
     """Stops `old` (if it still runs) and serves on its port again, loaded first so that the gap is short."""
     return ServedGateway(command("restart", old.port, **config))
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A gateway with words (the tiny engine and aligner), every utterance capped at FRAMES."""
+    srv = serve(max_frames=FRAMES)
+    yield srv
+    srv.stop()
 
 
 async def wait_until(condition, timeout: float) -> None:

@@ -7,11 +7,20 @@ PIP="python3 -m pip install -qq --disable-pip-version-check"     # -qq: errors o
 # the hash of this script, both pyprojects, the checkout and the interpreter, and every group's package is there
 STAMP="$(python3 -c 'import sys; print(sys.prefix)')/qwen-tts-gateway-tests.stamp"
 KEY="$( { cat tests/run.sh pyproject.toml integrations/pyproject.toml; pwd; command -v python3; } | sha256sum)"
-installed() {
-    [ "$(cat "$STAMP" 2>/dev/null)" = "$KEY" ] && python3 -c "import importlib.metadata as m
-for name in ('torch', 'qwen-tts-gateway', 'qwen-tts-client', 'ray', 'livekit-plugins-cartesia', 'pipecat-ai',
-             'elevenlabs', 'librosa', 'nagisa', 'soynlp', 'triton', 'qwen-tts', 'qwen-asr', 'playwright'):
-    m.distribution(name)" 2>/dev/null
+# the vendors' own clients, unchanged, against the Cartesia and ElevenLabs dialects (tests/test_dialects_*.py): the
+# plugins at the frameworks' pinned versions
+VENDORS=(livekit-plugins-cartesia==1.8.9 livekit-plugins-elevenlabs==1.8.9 "pipecat-ai[cartesia,elevenlabs]==1.14.0"
+         cartesia==4.2.0 elevenlabs==2.78.0)
+# triton: its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
+TOOLS=(librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493 triton==3.6.0)
+OFFICIAL=(qwen-tts==0.1.1 qwen-asr==0.0.6)
+installed() {      # ray and playwright: the project's extras
+    [ "$(cat "$STAMP" 2>/dev/null)" = "$KEY" ] && python3 - torch qwen-tts-gateway qwen-tts-client ray playwright \
+        "${VENDORS[@]}" "${TOOLS[@]}" "${OFFICIAL[@]}" 2>/dev/null <<'PY'
+import importlib.metadata, re, sys
+for spec in sys.argv[1:]:
+    importlib.metadata.distribution(re.split(r"[\[=<>@ ]", spec)[0])
+PY
 }
 install() {
 $PIP torch==2.13.0                      # the local CPU build; an unpinned torch pulls GBs of CUDA packages
@@ -20,15 +29,11 @@ $PIP torch==2.13.0                      # the local CPU build; an unpinned torch
 # pipecat's); torch stays pinned so that nothing upgrades it
 $PIP -e ".[test,replicas]" "qwen-tts-client[livekit,pipecat] @ file://$PWD/integrations" torch==2.13.0
 $PIP --no-deps -e integrations          # the client editable too, as the project is
-# the vendors' own clients, unchanged, against the Cartesia and ElevenLabs dialects (tests/test_dialects_*.py): the
-# plugins at the frameworks' pinned versions
-$PIP livekit-plugins-cartesia==1.8.9 livekit-plugins-elevenlabs==1.8.9 "pipecat-ai[cartesia,elevenlabs]==1.14.0" \
-     cartesia==4.2.0 elevenlabs==2.78.0 torch==2.13.0
-$PIP librosa soundfile sox einops onnxruntime scipy nagisa==0.2.11 soynlp==0.0.493 \
-     triton==3.6.0                      # its interpreter runs the GPU kernels on the CPU (tests/test_skinny_kernels.py)
+$PIP "${VENDORS[@]}" torch==2.13.0
+$PIP "${TOOLS[@]}"
 # last, the official implementations, for parity, without their pins (accelerate, gradio, transformers 4.57.3 for
 # qwen-tts, ...) that the tests do not need; any later install would list each of them as a conflict
-$PIP --no-deps --no-warn-conflicts qwen-tts==0.1.1 qwen-asr==0.0.6
+$PIP --no-deps --no-warn-conflicts "${OFFICIAL[@]}"
 }
 if ! installed; then
     install

@@ -72,6 +72,7 @@ def test_row_buckets_pad_at_most_a_quarter():
     assert len(ROWS) + sum(1 for w in WIDTHS for r in ROWS if r * w <= 8192) <= 60     # graphs to capture
 
 
+@pytest.mark.slow                                   # every bucket against single items
 def test_bucketed_forward_equals_plain_single_items(aligner):
     """A mixed batch: audio under 1 s, tail chunks, several windows, short and long texts, in one padded forward."""
     rng = np.random.default_rng(1)

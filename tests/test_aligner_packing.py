@@ -52,6 +52,7 @@ UNITS = st.one_of(st.integers(1, 40), st.integers(1, 40), st.integers(40, 330))
 MIXES = st.integers(1, 128).flatmap(lambda n: st.lists(st.tuples(SECONDS, UNITS), min_size=n, max_size=n))
 
 
+@pytest.mark.slow                                   # hypothesis: 60 mixes
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(MIXES)
 def test_random_mixes_run_on_captured_shapes_as_planned(aligner, mix):
@@ -84,6 +85,7 @@ def audio(seconds: float, seed: int = 0) -> np.ndarray:
     return (0.1 * np.random.default_rng(seed).standard_normal(int(seconds * 24000))).astype(np.float32)
 
 
+@pytest.mark.slow                                   # graphs captured for four rows
 def test_the_issues_mix_scaled_to_four_rows_runs_on_its_graphs(aligner, monkeypatch):
     """Two full windows then the issue's six: 4 rows as planned; packed largest first they took 5, ran eagerly, and
     the 5-row encoder output did not fit the text graph's 4-row buffer (the RuntimeError of the issue)."""

@@ -335,6 +335,7 @@ def test_service_gathers_jobs_while_their_due_times_allow():
     service.close()
 
 
+@pytest.mark.slow                                   # a forward per slice count
 def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_times():
     """The engine's turns carry budgets: the aligner queues the slices of its forward that fit (at least one) in
     each, waits for the next turn for the rest, and its times are those of the forward run in one go."""

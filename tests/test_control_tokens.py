@@ -1,6 +1,7 @@
 """No client string yields a control id where the engine tokenizes it: the streamed text, `instruct` and a clone's
 reference text are plain text; the model's own scaffolding around them keeps its control ids."""
 import numpy as np
+import pytest
 
 from engine import Engine, SynthesisRequest, VoiceRef
 from engine.core.sequence import Sequence
@@ -33,6 +34,7 @@ def test_streamed_text_and_instruct_are_plain_text():
     assert model.tokenizer.decode(instruct) == f"<|im_start|>user\n{HOSTILE}<|im_end|>\n"
 
 
+@pytest.mark.slow                                   # a Base engine of its own
 def test_a_clones_reference_text_is_plain_text():
     model = load_model(dummy="tiny-1.7B-Base", device="cpu")
     audio = np.sin(np.arange(24000) / 10).astype(np.float32) * 0.3

@@ -20,6 +20,7 @@ def sized(monkeypatch, ram: int, max_seqs: int) -> int:
     return (engine.runner.kv.num_blocks - 1) * engine.runner.block_size
 
 
+@pytest.mark.slow                                   # caches of 500k tokens
 def test_the_cache_takes_the_share_of_ram_left_at_most_2048_tokens_a_stream(monkeypatch):
     assert sized(monkeypatch, 64 * GIB, 8) == 8 * CPU_TOKENS_PER_SEQ                   # plenty: the cap
     token = 2 * 2 * 2 * 16 * 4                                                          # tiny: 512 bytes a token

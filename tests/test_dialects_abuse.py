@@ -5,8 +5,7 @@ import json
 import pytest
 import websockets
 
-from integration_helpers import KEY, wait_until
-from test_integrations_livekit import server  # noqa: F401  (a fixture: a gateway with words)
+from integration_helpers import KEY, server, wait_until  # noqa: F401  (server: a fixture, a gateway with words)
 
 CARTESIA = {"model_id": "sonic-3", "voice": {"mode": "id", "id": "ryan"}, "add_timestamps": False,
             "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000}}

@@ -14,6 +14,8 @@ from livekit.plugins import cartesia, elevenlabs  # noqa: E402
 from integration_helpers import FRAMES, KEY, PIECES, wait_until  # noqa: E402
 from test_integrations_livekit import server, speak  # noqa: E402,F401  (server: a fixture)
 
+pytestmark = pytest.mark.slow                # the vendors' LiveKit plugins
+
 TEXT = "".join(PIECES)
 NO_RETRY = APIConnectOptions(max_retry=0, timeout=10)
 

@@ -16,6 +16,8 @@ from pipecat.services.elevenlabs.tts import ElevenLabsTTSService  # noqa: E402
 from integration_helpers import KEY, PIECES, serve, wait_until  # noqa: E402
 from test_integrations_pipecat import of, running, server, speak_turn, turn  # noqa: E402,F401  (server: a fixture)
 
+pytestmark = pytest.mark.slow                # Pipecat pipelines with the vendors' services
+
 
 def make(kind, srv, **kwargs):
     ws = srv.url.replace("http", "ws")

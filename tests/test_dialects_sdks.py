@@ -15,8 +15,9 @@ from cartesia import AsyncCartesia  # noqa: E402
 from elevenlabs.client import ElevenLabs  # noqa: E402
 
 import gateway_harness  # noqa: E402
-from integration_helpers import FRAMES, KEY, PIECES, wait_until  # noqa: E402
-from test_integrations_livekit import server  # noqa: E402,F401  (a fixture: a gateway with words)
+from integration_helpers import FRAMES, KEY, PIECES, server, wait_until  # noqa: E402,F401  (server: a fixture)
+
+pytestmark = pytest.mark.slow                # the vendors' SDKs, a TLS gateway
 
 TEXT = "".join(PIECES)
 

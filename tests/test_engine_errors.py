@@ -12,10 +12,10 @@ from reference import cached_model_dir, official_generate
 
 
 @pytest.fixture(scope="module")
-def engines():
+def engines(engine):
     built = {v: Engine.load(dummy=v, device="cpu", max_seqs=2).start()
-             for v in ("tiny", "tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
-    yield built
+             for v in ("tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
+    yield {"tiny": engine, **built}
     for e in built.values():
         e.shutdown()
 
@@ -67,6 +67,7 @@ def test_missing_model_names_the_path_and_the_dummy_alternative(tmp_path):
         Engine.load(model=str(tmp_path), device="cpu")
 
 
+@pytest.mark.slow                                   # parity with qwen-tts
 @pytest.mark.parametrize("layout,non_streaming", [([], None), (["--streaming-text"], False)])
 def test_cli_synth_matches_the_official_code(tmp_path, layout, non_streaming):
     """By default in the layout the official function defaults to (None: its own default argument)."""
@@ -99,6 +100,7 @@ def test_unusable_reference_audio_fails_that_request_only(engines):
     assert list(good.iter_blocking())[-1].final
 
 
+@pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_cut():
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48).start()   # 6 blocks of 16
     try:
@@ -121,6 +123,7 @@ def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_c
         engine.shutdown()
 
 
+@pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_stream_past_its_reservation_with_nothing_left_to_free_ends_alone(monkeypatch):
     monkeypatch.setattr("engine.core.admission.HORIZON_TOKENS", 16)        # reserves 16 of its frames
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=64).start()
@@ -174,6 +177,7 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
         engine.shutdown()
 
 
+@pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
     # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/core/prefix_cache.py)
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=48).start()
@@ -213,6 +217,7 @@ def test_a_sampling_value_the_engine_cannot_hold_fails_that_request_only(engines
     assert _run_in_thread(lambda: _outcome(other)) == 6
 
 
+@pytest.mark.slow                                   # a Base engine of its own
 def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
     engine = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=1)
     try:

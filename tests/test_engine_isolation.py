@@ -55,7 +55,7 @@ def test_non_finite_logits_end_that_stream_only(engine, monkeypatch):
     assert engine.num_active == 0
 
 
-@pytest.mark.parametrize("position", [0, 3, 6])
+@pytest.mark.parametrize("position", [3, *(pytest.param(p, marks=pytest.mark.slow) for p in (0, 6))])
 def test_a_step_that_raises_for_one_stream_ends_that_stream_only(engine, monkeypatch, position):
     handles = victims(engine, 7)
     evil = engine.submit(SynthesisRequest(text="The evil one.", max_frames=FRAMES, ignore_eos=True))

@@ -63,7 +63,8 @@ def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_late
     assert engine.num_active == 0
 
 
-@pytest.mark.parametrize("schedule", [(1,), (1, 2, 4, 8), (3, 7, 5), (16,)])
+@pytest.mark.parametrize("schedule", [(1, 2, 4, 8)] + [pytest.param(s, marks=pytest.mark.slow)   # one in the inner loop
+                                                      for s in [(1,), (3, 7, 5), (16,)]])
 def test_any_chunk_schedule_gives_the_same_audio(engine, schedule, read_later_from):
     base = SynthesisRequest(text=TEXTS[0], voice="vivian", sampling=SamplingParams.greedy(), max_frames=33,
                             ignore_eos=True)
@@ -79,6 +80,7 @@ def test_any_chunk_schedule_gives_the_same_audio(engine, schedule, read_later_fr
     assert [c.sample_offset for c in chunks] == list(np.cumsum([0] + [len(c.pcm) for c in chunks[:-1]]))
 
 
+@pytest.mark.slow                                   # every split of a text
 def test_incremental_text_equals_whole_text(engine):
     text = TEXTS[2]
     whole, whole_pcm, _ = run(engine, SynthesisRequest(text=text, voice="aiden", sampling=SamplingParams.greedy(),
@@ -97,6 +99,7 @@ def test_incremental_text_equals_whole_text(engine):
     assert_audio_close(np.concatenate([c.pcm for c in chunks]), whole_pcm)
 
 
+@pytest.mark.slow                                   # waits for the talker to catch up
 def test_waiting_for_text_does_not_stall_others(engine):
     waiting = engine.submit(SynthesisRequest(text="Wait for", voice="vivian", text_complete=False, max_frames=50))
     t0 = time.time()

@@ -112,6 +112,7 @@ def test_a_large_streamed_body_is_refused_once_the_bound_is_crossed(server):
     assert (status, body["error"]["code"]) == (413, p.MESSAGE_TOO_LARGE)
 
 
+@pytest.mark.slow                                   # fills the socket buffers
 def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
     srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=2).start(),
                        GatewayConfig(max_frames=400, limits=Limits(max_outbound_seconds=1.0)))

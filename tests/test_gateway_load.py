@@ -39,6 +39,7 @@ async def client(srv, k: int) -> tuple[list, int]:
         return messages, rate
 
 
+@pytest.mark.slow                                   # fifty sockets
 def test_fifty_concurrent_sockets_lose_nothing(server):
     async def run():
         return await asyncio.gather(*[client(server, k) for k in range(SOCKETS)])

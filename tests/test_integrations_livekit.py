@@ -10,18 +10,13 @@ pytest.importorskip("livekit.agents")
 from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError  # noqa: E402
 from livekit.agents.types import USERDATA_TIMED_TRANSCRIPT  # noqa: E402
 
-from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
+from integration_helpers import FRAMES, KEY, PIECES, restart, serve, server, wait_until  # noqa: E402,F401
 from qwen_tts_client import protocol as p  # noqa: E402
 from qwen_tts_client.livekit import QwenTTS  # noqa: E402
 from qwen_tts_client.livekit.stream import timed  # noqa: E402
 from qwen_tts_client.word_pieces import WordPieces  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(max_frames=FRAMES)
-    yield srv
-    srv.stop()
+pytestmark = pytest.mark.slow                # LiveKit Agents pipelines
 
 
 def make_tts(srv, **kwargs) -> QwenTTS:

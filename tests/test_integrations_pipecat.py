@@ -15,15 +15,10 @@ from pipecat.pipeline.worker import PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
-from integration_helpers import FRAMES, KEY, PIECES, restart, serve, wait_until  # noqa: E402
+from integration_helpers import FRAMES, KEY, PIECES, restart, serve, server, wait_until  # noqa: E402,F401
 from qwen_tts_client.pipecat import QwenTTSService  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(max_frames=FRAMES)
-    yield srv
-    srv.stop()
+pytestmark = pytest.mark.slow                # Pipecat pipelines
 
 
 class Recorder(FrameProcessor):

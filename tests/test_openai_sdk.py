@@ -19,6 +19,8 @@ from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
 
+pytestmark = pytest.mark.slow                # the OpenAI SDK, every format through FFmpeg
+
 FRAMES = 40                   # up to 3.2 s of audio a request: long enough to see the stream before its end
 SEED = 7
 TEXT = "Hello from the gateway, through the OpenAI SDK."

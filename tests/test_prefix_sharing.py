@@ -24,13 +24,11 @@ def tone(seconds: float) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def engines():
+def engines(engine):
     clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=8).start()
     clone.register_voice("clone", VoiceRef(tone(2.0), SR, REF_TEXT)).result()
-    speaker = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
-    yield dict(clone=clone, speaker=speaker)
+    yield dict(clone=clone, speaker=engine)
     clone.shutdown()
-    speaker.shutdown()
 
 
 CASES = {"icl-streaming": ("clone", dict(voice="clone", language="english")),
@@ -42,6 +40,7 @@ def codes(handle) -> np.ndarray:
     return np.concatenate([c.codes for c in handle.iter_blocking()])
 
 
+@pytest.mark.slow                                   # parity: three engines, shared and unshared prefill
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_themselves(engines, case, monkeypatch):
     engine, kw = engines[case[0]], case[1]
@@ -66,6 +65,7 @@ def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_them
     assert entry.users == 0 and engine.scheduler.admission.reserved == 0
 
 
+@pytest.mark.slow                                   # a Base engine and a registration
 def test_an_icl_prompt_whose_streamed_text_covers_the_frames_keeps_tts_eos_for_later(engines):
     engine = engines["clone"]
     voice = engine.voices.get("clone")

@@ -1,4 +1,5 @@
 """The device sampler: a seeded draw never leaves the allowed tokens, whatever its counter."""
+import pytest
 import torch
 
 from engine.kernels.sampling import _M32, sample_rows, unit
@@ -11,6 +12,7 @@ def test_uniforms_stay_inside_zero_one_at_the_extreme_hashes():
     assert (u > 0).all() and (u < 1).all() and (-torch.log(u) > 0).all()
 
 
+@pytest.mark.slow                                   # thousands of sampled rows
 def test_sampled_codebook0_is_always_an_allowed_top_k_token():
     # counter 2752 of seed 0 is where the former 24-bit uniform rounded to 1.0 on control id 2194, which was drawn
     rows = 4000

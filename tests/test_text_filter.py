@@ -55,6 +55,7 @@ texts = st.lists(st.sampled_from(["<think>", "</think>", "<th", "**", "*", "_", 
                                   "ｶﾞ", "é"]) | st.text(max_size=3), max_size=24).map("".join)
 
 
+@pytest.mark.slow                                   # hypothesis
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(texts, st.sampled_from([ALL, Filters(True, False, False), Filters(False, True, True)]))
 @example(LLM, ALL)

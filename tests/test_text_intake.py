@@ -1,5 +1,6 @@
 """Text intake at O(new text): streamed text tokenized a tail at a time gives, at every step, the ids the whole
 text's tokenization commits; the engine's tokenizer work per append does not grow with the text."""
+import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from test_text_tokenizer import ATOMS
@@ -28,6 +29,7 @@ def pieces_of(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
 
 
+@pytest.mark.slow                                   # hypothesis
 @settings(max_examples=300, deadline=None)
 @example([("中文Aa", [3])], [])        # "中文|A", then "中文Aa": one piece (the letter patterns backtrack over "A")
 @example([("adon't中文00\U00011380Aa", [12])], [])    # Python's Unicode tables lack U+11380: the old rule is not monotone

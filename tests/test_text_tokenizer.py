@@ -68,10 +68,12 @@ def official(tmp_path_factory):
     return lambda text: processor(text=text, return_tensors="pt", padding=True)["input_ids"][0].tolist()
 
 
+@pytest.mark.slow                                   # parity with qwen-tts's tokenizer
 def test_official_loader_applies_the_mistral_regex(official):
     assert official("<|im_start|>assistant\niPhone McDonald") == [151644, 77091, 198, 72, 6939, 4483, 18234]
 
 
+@pytest.mark.slow                                   # parity with qwen-tts's tokenizer
 @pytest.mark.parametrize("wrapper", WRAPPERS)
 def test_ids_match_official(ours, official, wrapper):
     """The model's scaffolding around a client text tokenizes as the official processor does (on text without
@@ -81,6 +83,7 @@ def test_ids_match_official(ours, official, wrapper):
         assert ours.encode_prompt(head, text, tail) == official(head + text + tail), text
 
 
+@pytest.mark.slow                                   # parity with qwen-tts's tokenizer
 def test_fuzz_ids_match_official(ours, official):
     texts = [t for t in fuzz_texts(300, seed=1) if not controls(t)]
     assert len(texts) > 100
@@ -131,6 +134,7 @@ def random_pieces(text: str, rng: random.Random) -> list[str]:
     return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
 
 
+@pytest.mark.slow                                   # random splits
 def test_incremental_random_splits_give_full_encoding(ours):
     rng = random.Random(0)
     texts = [w.format(t) for w in WRAPPERS[:2] for t in CORPUS] + fuzz_texts(300, seed=2)

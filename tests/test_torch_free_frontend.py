@@ -7,6 +7,8 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from engine import Engine
 from gateway.core import starts
 from gateway.core.worker import EngineWorker
@@ -50,6 +52,7 @@ def test_front_end_modules_import_without_torch():
     print(out)
 
 
+@pytest.mark.slow                                   # processes
 def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path):
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, voices_dir=str(tmp_path)).start()
     where = starts.address()

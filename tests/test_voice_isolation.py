@@ -6,26 +6,12 @@ import threading
 import numpy as np
 import pytest
 
+from bench.voice_gap_bench import extremes
 from engine import Engine, EngineInputError, SamplingParams, SynthesisRequest, VoiceRef
-from engine.api import voice_input
 from engine.api.voice_input import read_reference_wav
-from wav_headers import wav_bytes
 
 ROUNDS, FRAMES = 3, 48
-
-
-def extreme(rate: int, seconds: float, channels: int = 1, width: int = 2, icl: bool = True) -> VoiceRef:
-    frames = int(rate * seconds)
-    noise = np.random.default_rng(rate).integers(0, 255, frames * channels * width, dtype=np.uint8).tobytes()
-    audio, rate = read_reference_wav(wav_bytes(rate, frames, channels, width, data=noise))
-    text = "a" * voice_input.MAX_TRANSCRIPT_CHARS if icl else None
-    return VoiceRef(audio, rate, text, x_vector_only=not icl)
-
-
-EXTREMES = [extreme(max(voice_input.REFERENCE_RATES), voice_input.MAX_REFERENCE_S, channels=2),
-            extreme(11025, voice_input.MAX_REFERENCE_S),                 # the largest resampling ratio
-            extreme(min(voice_input.REFERENCE_RATES), voice_input.MIN_REFERENCE_S, width=1, icl=False),
-            extreme(44100, voice_input.MAX_REFERENCE_S, width=4, icl=False)]
+EXTREMES = [VoiceRef(*read_reference_wav(wav), text, x_vector_only=text is None) for wav, text in extremes().values()]
 
 
 @pytest.fixture(scope="module")

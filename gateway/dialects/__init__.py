@@ -21,8 +21,7 @@ routes = [
     WebSocketRoute("/tts/websocket", cartesia_websocket),
     WebSocketRoute(f"{TTS}/multi-stream-input", elevenlabs_websocket(multi=True)),
     WebSocketRoute(f"{TTS}/stream-input", elevenlabs_websocket(multi=False)),
-    Route("/tts/bytes", one_shot.speech(one_shot.cartesia_request, "x-api-key", one_shot.cartesia_error),
-          methods=["POST"]),
-    *(Route(path, one_shot.speech(one_shot.elevenlabs_request, "xi-api-key", one_shot.elevenlabs_error),
-            methods=["POST"]) for path in (TTS, f"{TTS}/stream")),
+    Route("/tts/bytes", one_shot.speech(one_shot.cartesia_request, one_shot.CARTESIA), methods=["POST"]),
+    *(Route(path, one_shot.speech(one_shot.elevenlabs_request, one_shot.ELEVENLABS), methods=["POST"])
+      for path in (TTS, f"{TTS}/stream")),
 ]

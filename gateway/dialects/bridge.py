@@ -9,15 +9,15 @@ from starlette.websockets import WebSocket
 
 from qwen_tts_client import protocol as p
 
-from ..http_api import STATUS
+from ..http_api import STATUS, ApiError
 
 
-class DialectError(Exception):
+class DialectError(ApiError):
     """A dialect message we cannot honour: answered in the dialect's error shape, the socket stays open."""
 
     def __init__(self, code: str, message: str, context_id: str | None = None):
-        super().__init__(message)
-        self.code, self.context_id = code, context_id
+        super().__init__(code, message)
+        self.context_id = context_id
 
 
 def json_body(text: str | None) -> dict:
@@ -35,8 +35,9 @@ def json_body(text: str | None) -> dict:
 class DialectSocket:
     """What Session takes for its WebSocket: our messages in, the dialect's out, one lock for the real socket's sends.
 
-    `dialect` turns a client frame into our client messages (from_client), one of our server messages into the
-    dialect's bodies (to_client), an error into its error body (error); `format` is None until a message sets it."""
+    `dialect` turns a client frame into our client messages (from_client), our audio into its own (encoded, awaited),
+    one of our server messages into the dialect's bodies (to_client), an error into its error body (error); `format`
+    is None until a message sets it."""
 
     def __init__(self, ws: WebSocket, dialect, metrics):
         self.ws, self.dialect, self.metrics = ws, dialect, metrics
@@ -75,7 +76,7 @@ class DialectSocket:
         await self.send_bodies(self.dialect.to_client(p.parse_server(frame)))
 
     async def send_bytes(self, frame: bytes) -> None:
-        await self.send_bodies(self.dialect.to_client(p.unpack_audio(frame)))
+        await self.send_bodies(self.dialect.to_client(await self.dialect.encoded(p.unpack_audio(frame))))
 
     async def send_bodies(self, bodies: list[dict]) -> None:
         async with self.lock:

@@ -4,8 +4,9 @@ import uuid
 
 from qwen_tts_client import protocol as p
 
+from ..http_api import auth_headers
 from .bridge import DialectError, json_body
-from .settings import Ignored, auth_headers, language, to_f32le, tokens, voice
+from .settings import Ignored, language, to_f32le, tokens, voice
 
 ENCODINGS = {"pcm_s16le": "pcm_s16le", "pcm_f32le": "pcm_s16le", "pcm_mulaw": "mulaw", "pcm_alaw": "alaw"}
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
@@ -97,6 +98,9 @@ class Cartesia:
         self.open[cid] = ""
         return p.Text(cid, transcript, voice=name, language=language(body.get("language")),
                       word_timestamps=bool(body.get("add_timestamps", False)))
+
+    async def encoded(self, msg: p.Audio) -> p.Audio:
+        return msg                                     # as our session encodes it (pcm_f32le: in to_client)
 
     def to_client(self, msg) -> list[dict]:
         cid = getattr(msg, "context_id", None)

@@ -1,16 +1,18 @@
 """ElevenLabs' `multi-stream-input` and `stream-input` dialect: text, flush, close_context in; audio, alignment,
 isFinal out."""
+import asyncio
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from qwen_tts_client import protocol as p
 
 from ..containers import ContainerEncoder
+from ..http_api import auth_headers
 from .bridge import DialectError, json_body
 from .char_alignment import CharTimes
-from .settings import Ignored, auth_headers, language, voice
+from .settings import Ignored, language, voice
 
 ENCODINGS = {"pcm": "pcm_s16le", "ulaw": "mulaw", "alaw": "alaw"}
 SAMPLE_RATES = {"pcm": (8000, 16000, 22050, 24000, 44100, 48000), "ulaw": (8000,), "alaw": (8000,)}
@@ -138,12 +140,18 @@ class ElevenLabs:
         state.closed = True
         return [p.End(cid) if graceful else p.Cancel(cid)]
 
+    async def encoded(self, msg: p.Audio) -> p.Audio:
+        """An MP3 socket's PCM encoded off the event loop, so that LAME holds up no other socket."""
+        if not self.kbps:
+            return msg
+        return replace(msg, data=await asyncio.to_thread(self._mp3(msg.context_id).encode, msg.data))
+
     def to_client(self, msg) -> list[dict]:
+        """`msg`: an Audio message `encoded` first."""
         cid = getattr(msg, "context_id", None)
         state = self.contexts.get(cid)
         if isinstance(msg, p.Audio):
-            data = self._mp3(cid).encode(msg.data) if self.kbps else msg.data
-            return [self._audio(data, cid)] if data else []
+            return [self._audio(msg.data, cid)] if msg.data else []
         if isinstance(msg, p.Words):
             return [self._tagged(_alignment(state.times.words(msg)), cid)] if state else []
         if not isinstance(msg, (p.Done, p.Cancelled, p.Error)) or getattr(msg, "code", "") in p.WORDS_ONLY:

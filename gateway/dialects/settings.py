@@ -1,4 +1,4 @@
-"""What both dialects map the same way: voice ids, language codes, API keys, float PCM, what we cannot honour."""
+"""What both dialects map the same way: voice ids, language codes, float PCM, what we cannot honour."""
 import logging
 
 import numpy as np
@@ -26,12 +26,6 @@ def voice(gateway, voice_id: str) -> str | None:
     if name is None or name.lower() in {v.lower() for v in voices}:
         return name
     return None
-
-
-def auth_headers(headers, query, key_header: str) -> dict:
-    """A dialect's key (its header, or `api_key` in the query) as the `Authorization` our admission checks."""
-    key = headers.get(key_header) or query.get("api_key")
-    return {"authorization": f"Bearer {key}"} if key else dict(headers)
 
 
 def to_f32le(pcm16: bytes) -> bytes:

@@ -44,7 +44,10 @@ class VoiceFiles:
     def touch(self, name: str) -> None:
         """A use: its access time orders eviction (its modification time stays the version)."""
         if stat := self._stat(name):
-            os.utime(self.file(name), ns=(time.time_ns(), stat.st_mtime_ns))
+            try:
+                os.utime(self.file(name), ns=(time.time_ns(), stat.st_mtime_ns))
+            except FileNotFoundError:
+                pass                             # deleted since: nothing left to order
 
     def _stat(self, name: str) -> os.stat_result | None:
         try:
