@@ -55,7 +55,8 @@ class Engine:
         gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
-        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission)
+        self.scheduler = Scheduler(model, max_seqs, max_prefill_tokens, kv, admission,
+                                   self.runner.max_blocks * block_size)
         self.voices = model.voices(voices_dir, max_voices)
         self.background = Background(model.device)
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)

@@ -18,9 +18,10 @@ class Admission:
     def reserve_tokens(self, seq) -> tuple[int, int]:
         """Expected KV as (own, prefix's); a prefix's full blocks are shared."""
         r = seq.request
-        text_ids = max(seq.num_text_ids, len(r.text) // 3)        # ~4 characters an id before tokenization
+        text_ids = max(seq.text.num_text_ids, len(r.text) // 3)   # ~4 characters an id before tokenization
         prompt = self.prompt_tokens(seq, text_ids)
-        frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
+        frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.text.closed \
+            else HORIZON_TOKENS
         shared = seq.prefix.length // self.block_size * self.block_size
         return self._round(prompt + min(frames, HORIZON_TOKENS) + 2) - shared, self._round(seq.prefix.length)
 

@@ -110,13 +110,12 @@ class EngineThread:
                 seq.handle.deliver(EngineInputError("invalid_request", f"request could not be prepared: {exc}"))
         elif kind in ("append", "close", "cancel"):
             seq = self.seqs.get(args[0])
-            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.closed:
+            if seq is None or seq.status is Status.FINISHED or kind == "append" and seq.text.closed:
                 return                          # text after close_text would be spoken after end-of-text
             if kind == "cancel":
-                self.step.end(seq, "cancelled")
+                self.scheduler.finish(seq, "cancelled")
             else:
                 self.step.update_text(seq, args[1] if kind == "append" else "", closed=kind == "close")
 
     def _fail(self, seq: Sequence, exc: Exception) -> None:
-        self.scheduler.finish(seq, "error")
-        seq.handle.deliver(exc)
+        self.scheduler.finish(seq, "error", exc)
