@@ -21,6 +21,7 @@ class PagedKVCache:
         self.free_blocks = deque(range(num_blocks - 1))
         self.prefixes = PrefixCache()
         self.tables = torch.full((2 * stream_slots, max_blocks), num_blocks - 1, dtype=torch.int64, device=device)
+        self.synced = [0] * stream_slots          # of each slot's block table, the blocks copied to the device
         self.one_per_stream = False
 
     def _blocks(self, tokens: int) -> int:
@@ -66,13 +67,15 @@ class PagedKVCache:
             entry = self.prefixes.add(prefix.key, prefix.length, self._take(self._blocks(prefix.length)))
         else:
             self.prefixes.use(entry)
-        seq.kv = KVState(entry.length, entry.blocks[:entry.length // self.block_size], 0, entry)
+        seq.kv = KVState(entry.length, entry.blocks[:entry.length // self.block_size], entry)
         self.append(seq, prompt.rows.shape[0])
 
     def release(self, seq) -> None:
         if seq.kv.cached_prefix is not None:
             self.free_blocks.extend(seq.kv.block_table[seq.kv.cached_prefix.length // self.block_size:])
             self.prefixes.release(seq.kv.cached_prefix)
+        if seq.slot >= 0:
+            self.synced[seq.slot] = 0
         seq.kv = KVState()
 
     def copy_partial_blocks(self, seqs) -> None:
@@ -91,9 +94,9 @@ class PagedKVCache:
         return rows
 
     def sync_tables(self, seqs) -> None:
-        new = [(s.slot, i, b) for s in seqs for i, b in enumerate(s.kv.block_table) if i >= s.kv.synced_blocks]
+        new = [(s.slot, i, b) for s in seqs for i, b in enumerate(s.kv.block_table) if i >= self.synced[s.slot]]
         for s in seqs:
-            s.kv.synced_blocks = len(s.kv.block_table)
+            self.synced[s.slot] = len(s.kv.block_table)
         self._write_tables(new)
 
     def _write_tables(self, entries: list[tuple[int, int, int]]) -> None:

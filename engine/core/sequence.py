@@ -19,7 +19,6 @@ class KVState:
     """Written by the KV cache alone."""
     num_tokens: int = 0
     block_table: list[int] = field(default_factory=list)
-    synced_blocks: int = 0                # of block_table, copied to the device's tables
     cached_prefix: object = None          # the prefix cache's entry this stream shares
 
 
