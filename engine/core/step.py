@@ -1,4 +1,5 @@
-"""One engine step for all active streams, through the model's stages: prefill -> predict -> decode -> talk."""
+"""One engine step for all active streams: the scheduler's plan through the model's stages (prefill -> predict -> decode
+-> talk), its results applied by the scheduler, the frames read into the playout."""
 import time
 from collections import defaultdict
 from contextlib import contextmanager
