@@ -4,7 +4,7 @@ from math import gcd
 
 import numpy as np
 
-from engine.models.qwen3_tts import SAMPLE_RATE as SOURCE_RATE  # the default only: the gateway passes info["sample_rate"]
+from engine.models.qwen3_tts import SAMPLE_RATE as SOURCE_RATE  # the default only: callers pass info["sample_rate"]
 
 from .codecs import CODECS, OPUS_PACKET_MS, PacketEncoder
 

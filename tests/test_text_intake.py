@@ -53,8 +53,9 @@ def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(stream
             for seq, text, (whole, _) in zip(seqs, sent, streams):
                 role_ids, feed = whole_text_commit(text, seq.text.closed)
                 final = TOKENIZER.encode_prompt(ROLE, whole)[3:]
-                assert seq.text.role_ids == role_ids and seq.text.feed == final[:len(seq.text.feed)], text     # never revised
-                assert len(seq.text.feed) >= len(feed), text     # nothing held back that the whole text settles
+                got = seq.text
+                assert got.role_ids == role_ids and got.feed == final[:len(got.feed)], text     # never revised
+                assert len(got.feed) >= len(feed), text     # nothing held back that the whole text settles
     assert [seq.text.role_ids + seq.text.feed for seq in seqs] == [TOKENIZER.encode_prompt(ROLE, text) for text in sent]
 
 
