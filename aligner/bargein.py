@@ -11,16 +11,16 @@ class Spoken:
     rest: str
 
 
-def spoken_until(words: list[Word], played: float) -> int:
+def spoken_until(words: list[Word], played_s: float) -> int:
     until = 0
     for w in words:
-        if w.end <= played or played - w.start > (w.end - w.start) / 2:
+        if w.end <= played_s or played_s - w.start > (w.end - w.start) / 2:
             until = w.char_end
         else:
             break
     return until
 
 
-def spoken(text: str, words: list[Word], played: float) -> Spoken:
-    until = spoken_until(words, played)
+def spoken(text: str, words: list[Word], played_s: float) -> Spoken:
+    until = spoken_until(words, played_s)
     return Spoken(text[:until], until, text[until:])

@@ -6,6 +6,7 @@ from typing import Awaitable, Callable
 import numpy as np
 
 from engine.core.clock import REAL_CLOCK, Clock
+from engine.core.listener_clock import ListenerClock
 
 from .text import Word
 from .bargein import spoken_until
@@ -20,7 +21,7 @@ class LiveWords:
         self.service, self.timeout, self.clock = service, timeout, clock
         self.on_words, self.on_failure, self.on_refused = on_words, on_failure, on_refused
         self.stream = WordStream(language, rate=rate)
-        self.first_audio: float | None = None    # when the player starts
+        self.listener = ListenerClock(rate)
         self.failed = False
         self.changed = asyncio.Event()           # new input for the stream
         self.progress = asyncio.Event()          # a job was applied, or alignment ended
@@ -35,13 +36,14 @@ class LiveWords:
 
     def add_audio(self, pcm: np.ndarray, final: bool) -> None:
         """`final`: the utterance's last chunk (may be empty)."""
-        first = self.first_audio is None and len(pcm)
-        if first:
-            self.first_audio = self.clock.monotonic()
+        first = not self.listener.started and len(pcm)
+        now = self.clock.monotonic()
+        if len(pcm):
+            self.listener.add(len(pcm), now)
         self.stream.add_audio(pcm)
         if final:
             self.stream.end_audio()
-        if first or final or self.stream.ready(self._played()):   # not at every chunk: hundreds of streams
+        if first or final or self.stream.ready(self.listener.played_s(now)):   # not at every chunk: hundreds of streams
             self.changed.set()
 
     async def settled(self) -> None:
@@ -56,8 +58,8 @@ class LiveWords:
     def close(self) -> None:
         self.task.cancel()
 
-    def _played(self) -> float:
-        return 0.0 if self.first_audio is None else self.clock.monotonic() - self.first_audio
+    def _played_s(self) -> float:
+        return self.listener.played_s(self.clock.monotonic())
 
     async def _run(self) -> None:
         try:
@@ -67,17 +69,17 @@ class LiveWords:
                     await self.on_refused(refused)
                 return
             while True:
-                job = self.stream.job(self._played())
+                job = self.stream.job(self._played_s())
                 if job is None:
                     self.progress.set()
                     self.changed.clear()
-                    due = None if self.first_audio is None else self.stream.due_in(self._played())
+                    due = self.stream.due_in(self._played_s()) if self.listener.started else None
                     try:                         # until new input, or until playback makes a job due
                         await self.clock.wait_for(self.changed.wait(), due if due and due > 0 else None)
                     except TimeoutError:
                         pass
                     continue
-                due = self.first_audio + job.start       # a real-time player reaches the window then
+                due = self.listener.started_at + job.start       # a real-time player reaches the window then
                 aligned = self.service.submit(job.audio, [u.text for u in job.units], due)
                 spans = await self.clock.wait_for(asyncio.wrap_future(aligned), self.timeout)
                 words = self.stream.apply(job, spans)

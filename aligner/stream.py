@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.models.qwen3_tts import SAMPLE_RATE as RATE     # the default only: a front end passes info["sample_rate"]
+
 from .text import Unit, Word, segment
 
-RATE = 24000        # the default only: a front end passes the engine's info["sample_rate"]
 MIN_SAMPLES = 240   # one mel frame at 16 kHz: less cannot be aligned
 GUARD = 0.16        # provisional words end this long before their audio
 UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks
@@ -92,20 +93,20 @@ class WordStream:
         u = self.utterances[0]
         return u.time + u.window / self.rate
 
-    def due_in(self, played: float) -> float:
-        return self.settled_time - self.lookahead - played
+    def due_in(self, played_s: float) -> float:
+        return self.settled_time - self.lookahead - played_s
 
-    def ready(self, played: float = 0.0) -> bool:
+    def ready(self, played_s: float = 0.0) -> bool:
         u = self.utterances[0]
         if u.text_end is not None:
             return True
         fresh = u.window + u.length - u.aligned
         least = self.min_audio if u.window >= self.opening else min(self.min_audio, self.opening_audio)
         return u.length >= least and fresh >= max(self.step, u.length - fresh) and \
-            (fresh >= self.batch or self.due_in(played) <= 0)
+            (fresh >= self.batch or self.due_in(played_s) <= 0)
 
-    def job(self, played: float = 0.0) -> Job | None:
-        if not self.ready(played):
+    def job(self, played_s: float = 0.0) -> Job | None:
+        if not self.ready(played_s):
             return None
         u = self.utterances[0]
         final = u.text_end is not None
@@ -123,7 +124,7 @@ class WordStream:
                   self.margin if u.window >= self.opening else min(self.margin, GUARD))
         if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
-            return self.job(played)
+            return self.job(played_s)
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:

@@ -230,7 +230,7 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early, l
 
     async def settled(words) -> None:
         now = time.monotonic()
-        leads.extend((live.first_audio + w.end - now, w.end) for w in words)
+        leads.extend((live.listener.started_at + w.end - now, w.end) for w in words)
         early.extend([not audio_done] * len(words))
     if service is not None:
         source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08, latencies)

@@ -13,25 +13,29 @@ from bench.languages import LANGUAGES, pieces, sentences  # noqa: E402
 from engine.api.request import SynthesisRequest  # noqa: E402
 from engine.core.sequence import Sequence  # noqa: E402
 from engine.core.text_intake import TextIntake  # noqa: E402
+from engine.models.base import AudioFormat  # noqa: E402
 from engine.models.qwen3_tts.requests import ROLE  # noqa: E402
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer  # noqa: E402
+
+
+AUDIO = AudioFormat(num_codebooks=16, samples_per_frame=1920, sample_rate=24000)
 
 
 def stream(intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None, int | None]:
     """The ids fed for `parts` sent one at a time, and the characters and pieces sent when the first text id settled
     (None: only at the end)."""
-    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
+    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, AUDIO)
     intake.add(seq)
     sent, start, pieces_sent = 0, None, None
     for n, part in enumerate(parts, 1):
         intake.add(seq, part)
         intake.settle()
         sent += len(part)
-        if start is None and seq.feed:
+        if start is None and seq.text.feed:
             start, pieces_sent = sent, n
     intake.add(seq, closed=True)
     intake.settle()
-    return seq.role_ids + seq.feed, start, pieces_sent
+    return seq.text.role_ids + seq.text.feed, start, pieces_sent
 
 
 def measure(tokenizer, lang: str, n: int, seed: int, piece_ms: tuple[float, float]) -> dict:

@@ -4,9 +4,9 @@ from math import gcd
 
 import numpy as np
 
-from .codecs import CODECS, OPUS_PACKET_MS, PacketEncoder
+from engine.models.qwen3_tts import SAMPLE_RATE as SOURCE_RATE  # the default only: callers pass info["sample_rate"]
 
-SOURCE_RATE = 24000          # the default only: the gateway passes the engine's info["sample_rate"]
+from .codecs import CODECS, OPUS_PACKET_MS, PacketEncoder
 
 
 class Resampler:

@@ -7,6 +7,7 @@ from contextlib import aclosing, suppress
 import numpy as np
 
 from engine import EngineInputError
+from engine.core.listener_clock import ListenerClock
 from qwen_tts_client import protocol as p
 
 from .audio import AudioEncoder
@@ -32,7 +33,7 @@ class Context:
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
         self.pending = 0                 # held against --max-pending-chars: its utterances not spoken yet
         self.last_activity = self.clock.monotonic()
-        self.play_until = 0.0            # when a real-time player would finish the audio sent so far
+        self.listener = ListenerClock(fmt.sample_rate)     # when a real-time player of the context needs each chunk
         self.changed = asyncio.Event()
         self.task: asyncio.Task | None = None   # run(), referenced here so that it is not collected
 
@@ -195,6 +196,4 @@ class Context:
         self.seq += 1
         self.samples_sent += samples
         self.touch()
-        due = max(self.clock.monotonic(), self.play_until)           # when a real-time player of the context needs it
-        self.play_until = due + samples / fmt.sample_rate
-        self.session.queue(frame, due)
+        self.session.queue(frame, self.listener.add(samples, self.clock.monotonic()))

@@ -30,9 +30,9 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
 
 
 def cancelled(ctx, played_ms: float | None) -> p.Cancelled:
-    played = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
-    msg = p.Cancelled(ctx.id, played, ctx.ms(ctx.samples_generated, ctx.session.gateway.engine.info["sample_rate"]))
-    until = 0 if played == 0 else ctx.words.spoken_until(played) if ctx.words else None
+    played_ms = played_ms if played_ms is not None else ctx.ms(ctx.samples_sent)
+    msg = p.Cancelled(ctx.id, played_ms, ctx.ms(ctx.samples_generated, ctx.session.gateway.engine.info["sample_rate"]))
+    until = 0 if played_ms == 0 else ctx.words.spoken_until(played_ms) if ctx.words else None
     if until is not None:
         text, until = ctx.text.whole(), ctx.text.until(until)
         msg.spoken_text, msg.spoken_until_char, msg.unspoken_text = text[:until], until, text[until:]

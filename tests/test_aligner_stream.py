@@ -143,14 +143,14 @@ WORDS = [Word("Hello", 0.1, 0.5, 0, 5), Word("big", 0.6, 0.8, 7, 10), Word("worl
 TEXT = "Hello, big world. And more"
 
 
-@pytest.mark.parametrize("played, until", [
+@pytest.mark.parametrize("played_s, until", [
     (0.0, 0), (0.05, 0), (0.3, 0),                     # before the first word, then half of it (not more)
     (0.31, 5), (0.5, 5), (0.55, 5),                    # more than half of "Hello"; its end; between words
     (0.7, 5), (0.71, 10), (0.8, 10),                   # "big" (0.6-0.8)
     (1.2, 10), (1.21, 16), (1.4, 16), (99.0, 16),      # "world" (1.0-1.4); beyond every word
 ])
-def test_spoken_text(played, until):
-    result = spoken(TEXT, WORDS, played)
+def test_spoken_text(played_s, until):
+    result = spoken(TEXT, WORDS, played_s)
     assert result.until == until
     assert result.text == TEXT[:until] and result.text + result.rest == TEXT
 
@@ -187,22 +187,22 @@ def test_jobs_are_paced_by_playback_and_new_audio():
     stream.add_text(text)
     stream.close_utterance()
     stream.add_audio(np.zeros(3 * 24000, np.float32))
-    job = stream.job(played=0.0)                           # nothing settled: the player needs words now
+    job = stream.job(played_s=0.0)                           # nothing settled: the player needs words now
     assert [w.word for w in stream.apply(job, oracle(job, truth))] == [f"w{i}" for i in range(6)]   # <= 2.68
     assert stream.settled_time == pytest.approx(2.4)
     stream.add_audio(np.zeros(24000, np.float32))
-    assert stream.due_in(0.5) == pytest.approx(0.9) and stream.job(played=0.5) is None
-    job = stream.job(played=1.4)                           # the player is within `lookahead` of w5's end
+    assert stream.due_in(0.5) == pytest.approx(0.9) and stream.job(played_s=0.5) is None
+    job = stream.job(played_s=1.4)                           # the player is within `lookahead` of w5's end
     assert [w.word for w in stream.apply(job, oracle(job, truth))] == ["w6", "w7", "w8"]
     stream.add_audio(np.zeros(round(0.2 * 24000), np.float32))
-    assert stream.job(played=3.0) is None                  # due, but less than `step` of new audio
+    assert stream.job(played_s=3.0) is None                  # due, but less than `step` of new audio
     stream.add_audio(np.zeros(round(3.8 * 24000), np.float32))
-    job = stream.job(played=0.0)                           # 4 s that no job has seen: aligned at once
+    job = stream.job(played_s=0.0)                           # 4 s that no job has seen: aligned at once
     assert job is not None and not job.final
     stream.apply(job, oracle(job, truth))
     stream.add_audio(np.zeros(24000, np.float32))
     stream.end_audio()
-    assert stream.job(played=0.0).final
+    assert stream.job(played_s=0.0).final
 
 
 def test_a_window_holds_the_text_its_audio_can_reach():
@@ -231,7 +231,7 @@ def test_a_known_pace_bounds_the_window_text():
     stream.apply(job := stream.job(), oracle(job, truth))
     assert len(stream.words) >= 7 and stream.pace() == pytest.approx(3 / 0.3)    # "wN " per 0.3 s
     stream.add_audio(np.zeros(4 * 24000, np.float32))
-    job = stream.job(played=10.0)
+    job = stream.job(played_s=10.0)
     end = job.start + len(job.audio) / 24000
     spoken = [c for c, (s, e) in truth.items() if job.start <= s and e <= end]
     assert {u.start for u in job.units} >= set(spoken)

@@ -26,8 +26,8 @@ def test_streamed_text_and_instruct_are_plain_text():
     engine.close_text(handle.id)
     engine.thread._drain(0.0)
     seq = engine.thread.seqs[handle.id]
-    assert controls(model, seq.role_ids + seq.feed) == [151644]              # the role's <|im_start|> only
-    assert model.tokenizer.decode(seq.role_ids + seq.feed) == ROLE + HOSTILE
+    assert controls(model, seq.text.role_ids + seq.text.feed) == [151644]              # the role's <|im_start|> only
+    assert model.tokenizer.decode(seq.text.role_ids + seq.text.feed) == ROLE + HOSTILE
     model.prepare(seq, model.voices(None, 64))
     instruct = seq.conditioning.instruct_ids
     assert controls(model, instruct) == [151644, 151645]                     # <|im_start|>user\n ... <|im_end|>\n
@@ -40,6 +40,6 @@ def test_a_clones_reference_text_is_plain_text():
     audio = np.sin(np.arange(24000) / 10).astype(np.float32) * 0.3
     voice = model.make_voice(VoiceRef(audio, 24000, HOSTILE))
     assert controls(model, voice.ref_text_ids) == [] and model.tokenizer.decode(voice.ref_text_ids) == HOSTILE
-    seq = Sequence(0, SynthesisRequest(text="Hello.", ref=VoiceRef(audio, 24000, HOSTILE)), None, 0, ROLE, None)
+    seq = Sequence(0, SynthesisRequest(text="Hello.", ref=VoiceRef(audio, 24000, HOSTILE)), None, 0, ROLE, model.audio)
     model.prepare(seq, model.voices(None, 64))
-    assert seq.feed == voice.ref_text_ids
+    assert seq.text.feed == voice.ref_text_ids

@@ -142,7 +142,7 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
                   CloseText(1), AppendText(1, " not spoken"), AppendText(2, "deux.")])
     engine.thread._drain(0.0)
     assert engine.thread.errors == 1                                   # the unknown command, logged
-    decode = lambda seq: engine.model.tokenizer.decode(seq.role_ids + seq.feed)
+    decode = lambda seq: engine.model.tokenizer.decode(seq.text.role_ids + seq.text.feed)
     assert decode(a) == ROLE + "One, two." and a.closed
     assert decode(b) + "".join(b.unsettled) == ROLE + "Un, deux." and not b.closed   # its last word may change
     engine.inbox.put(Batch([CancelRequest(2), AppendText(2, " after cancel"), AddRequest(3, None)]))

@@ -204,7 +204,7 @@ def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
         assert chunks[-1].finish_reason == "length"
         assert 0 < sum(len(c.codes) for c in chunks) < 40
         assert _run_in_thread(lambda: _outcome(short)) == 40
-        assert all(len(s.block_table) * 16 <= MAX_CONTEXT for s in engine.scheduler.running)
+        assert all(len(s.kv.block_table) * 16 <= MAX_CONTEXT for s in engine.scheduler.running)
     finally:
         engine.shutdown()
 
@@ -240,7 +240,7 @@ def test_admission_refuses_beyond_the_slots_the_measured_capacity_and_the_kv_cac
     admission = Admission(3, kv_tokens=768, block_size=16, prompt_tokens=lambda seq, text_ids: 16, max_step_ms=64.0)
     prefix = SimpleNamespace(key="voice", length=20)           # its first block is shared: counted once
     seq = lambda frames: SimpleNamespace(request=SynthesisRequest("Hello", max_frames=frames),
-                                         num_text_ids=2, text_start=0, closed=True, reserved=0,
+                                         text=SimpleNamespace(num_text_ids=2, closed=True), reserved=0,
                                          prefix=prefix)
     a, b = seq(100), seq(100)
     admission.admit(a, active=0, step_ms=90.0)                 # an idle engine always admits

@@ -53,13 +53,13 @@ def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_t
     from engine.models.base import AudioFormat
 
     audio = AudioFormat(num_codebooks=1, samples_per_frame=1920, sample_rate=24000)      # 80 ms frames
-    scheduler = Scheduler(4, 256, kv=None, admission=None)
+    scheduler = Scheduler(None, 4, 256, kv=None, admission=None, max_context=1024)
     playing, starting = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, "", audio) for i in range(2))
-    playing.first_sent_at, playing.sent_samples = 100.0, 10 * 24000                      # 10 s sent at t=100
+    playing.playout.listener.add(10 * 24000, 100.0)                                    # 10 s sent at t=100
     scheduler.running = [playing, starting]
-    assert starting.text_ready() is False
+    assert starting.text.ready() is False
     assert abs(scheduler.slack_s(101.0) - 9.0) < 1e-9          # a stream with no audio yet and no text: not a listener
-    starting.unread = 1                                        # its first frame in flight: it is about to play
+    starting.playout.unread = 1                                # its first frame in flight: it is about to play
     assert scheduler.slack_s(101.0) == 0.0
-    starting.unread, starting.pending = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
+    starting.playout.unread, starting.playout.pending = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
     assert abs(scheduler.slack_s(101.0) - 0.08) < 1e-9

@@ -9,6 +9,7 @@ import torch
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef
 from engine.models.qwen3_tts.config import TTSConfig
 from engine.core.kv_cache import PagedKVCache
+from engine.core.sequence import KVState
 from engine.models.qwen3_tts.checkpoint import dummy_configs
 
 SR = 24000
@@ -52,7 +53,7 @@ def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_them
         engine.model.builder.share_prefixes = True
     kv, tables = engine.runner.kv, []
     start = kv.start
-    monkeypatch.setattr(kv, "start", lambda seq, prompt: (start(seq, prompt), tables.append(seq.block_table[:])))
+    monkeypatch.setattr(kv, "start", lambda seq, prompt: (start(seq, prompt), tables.append(seq.kv.block_table[:])))
     for _ in range(2):                    # the first round fills the prefix, the second finds it cached
         handles = [engine.submit(request(t)) for t in TEXTS]
         for handle, want in zip(handles, alone):
@@ -82,7 +83,7 @@ def kv_cache(blocks: int) -> PagedKVCache:
 
 
 def stream(slot: int) -> SimpleNamespace:
-    return SimpleNamespace(slot=slot, num_tokens=0, block_table=[], synced_blocks=0, cached_prefix=None)
+    return SimpleNamespace(slot=slot, kv=KVState())
 
 
 def prompt(key: str, prefix: int, own: int) -> SimpleNamespace:
@@ -96,13 +97,13 @@ def test_prefix_blocks_are_shared_freed_with_their_last_user_and_evicted_when_bl
     for s in (a, b):
         assert kv.can_start(prompt("p", 20, 5))
         kv.start(s, prompt("p", 20, 5))        # the prefix: 2 blocks, the first full; 25 tokens: 1 block of its own
-    entry = a.cached_prefix
-    assert a.block_table[0] == b.block_table[0] == entry.blocks[0] and len(kv.free_blocks) == 8 - 2 - 2
-    assert a.num_tokens == 20 and len({a.block_table[1], b.block_table[1], entry.blocks[1]}) == 3
+    entry = a.kv.cached_prefix
+    assert a.kv.block_table[0] == b.kv.block_table[0] == entry.blocks[0] and len(kv.free_blocks) == 8 - 2 - 2
+    assert a.kv.num_tokens == 25 and len({a.kv.block_table[1], b.kv.block_table[1], entry.blocks[1]}) == 3
     kv.k[:, entry.blocks[1] * 16:entry.blocks[1] * 16 + 4] = 7.0
     kv.copy_partial_blocks([a, b])
     for s in (a, b):
-        assert (kv.k[:, s.block_table[1] * 16:s.block_table[1] * 16 + 4] == 7.0).all()
+        assert (kv.k[:, s.kv.block_table[1] * 16:s.kv.block_table[1] * 16 + 4] == 7.0).all()
     kv.release(a)
     assert entry.users == 1 and len(kv.free_blocks) == 5
     kv.release(b)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bench.languages import LANGUAGES, pieces, sentences
-from bench.stream_exactness import stream
+from bench.stream_exactness import AUDIO, stream
 from engine.api.request import SynthesisRequest
 from engine.core.sequence import Sequence
 from engine.core.text_intake import TextIntake
@@ -34,17 +34,17 @@ NO_BOUNDARY = {                     # a run of letters of each script (or symbol
 def intake_steps(text: str, parts: list[str], tokenizer: TextTokenizer = TOKENIZER):
     """After each part, and after the end: (characters sent, characters settled, ids fed)."""
     intake = TextIntake(tokenizer, ROLE)
-    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, None)
+    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, AUDIO)
     intake.add(seq)
     sent = 0
     for part in parts:
         intake.add(seq, part)
         intake.settle()
         sent += len(part)
-        yield sent, sent - len("".join(seq.unsettled)), list(seq.feed)
+        yield sent, sent - len("".join(seq.text.unsettled)), list(seq.text.feed)
     intake.add(seq, closed=True)
     intake.settle()
-    yield sent, sent, list(seq.feed)
+    yield sent, sent, list(seq.text.feed)
 
 
 @pytest.mark.parametrize("lang", sorted(UNPUNCTUATED))

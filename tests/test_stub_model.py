@@ -50,10 +50,10 @@ class StubModel:
         seq.prefix = Prefix((), 0, 0)
 
     def prompt(self, seq):
-        if not seq.feed:
+        if not seq.text.feed:
             return None
         rows = torch.zeros(1, HIDDEN)
-        rows[0, 0] = seq.feed[0]
+        rows[0, 0] = seq.text.feed[0]
         return Prompt(seq.prefix, None, rows, consumed=1, eos_consumed=False)
 
     def prompt_tokens(self, seq, text_ids: int) -> int:

@@ -6,6 +6,7 @@ from hypothesis import example, given, settings, strategies as st
 from test_text_tokenizer import ATOMS
 
 from engine import Engine, SynthesisRequest
+from bench.stream_exactness import AUDIO
 from engine.core.sequence import Sequence
 from engine.core.text_intake import TextIntake
 from engine.models.qwen3_tts.requests import ROLE
@@ -39,7 +40,7 @@ def pieces_of(text: str, cuts: list[int]) -> list[str]:
 def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(streams, settles):
     """Several streams settle in one batch; pieces settle one at a time or a few together, as they pile up per step."""
     intake = TextIntake(TOKENIZER, ROLE)
-    seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(len(streams))]
+    seqs = [Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, AUDIO) for i in range(len(streams))]
     plans = [pieces_of(text, cuts) for text, cuts in streams]
     sent = ["" for _ in seqs]
     steps = max(map(len, plans)) + 1
@@ -53,11 +54,12 @@ def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(stream
         if step == steps - 1 or settles[step:step + 1] != [False]:
             intake.settle()
             for seq, text, (whole, _) in zip(seqs, sent, streams):
-                role_ids, feed = whole_text_commit(text, seq.closed)
+                role_ids, feed = whole_text_commit(text, seq.text.closed)
                 final = TOKENIZER.encode_prompt(ROLE, whole)[3:]
-                assert seq.role_ids == role_ids and seq.feed == final[:len(seq.feed)], text     # never revised
-                assert len(seq.feed) >= len(feed), text     # nothing held back that the whole text settles
-    assert [seq.role_ids + seq.feed for seq in seqs] == [TOKENIZER.encode_prompt(ROLE, text) for text in sent]
+                got = seq.text
+                assert got.role_ids == role_ids and got.feed == final[:len(got.feed)], text     # never revised
+                assert len(got.feed) >= len(feed), text     # nothing held back that the whole text settles
+    assert [seq.text.role_ids + seq.text.feed for seq in seqs] == [TOKENIZER.encode_prompt(ROLE, text) for text in sent]
 
 
 class CountingTokenizer:
@@ -90,7 +92,7 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     engine.close_text(handle.id)
     engine.thread._drain(0.0)
     seq = engine.thread.seqs[handle.id]
-    assert seq.role_ids + seq.feed == TOKENIZER.encode_prompt(ROLE, text)
+    assert seq.text.role_ids + seq.text.feed == TOKENIZER.encode_prompt(ROLE, text)
     first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
     assert len(work) == 1250 and last <= first + 4, (first, last)
     assert max(work) <= 32                        # the word being written and the new piece
@@ -105,13 +107,13 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
     whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
     engine.thread._drain(0.0)
     assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
-    assert [engine.thread.seqs[h.id].num_text_ids > 0 for h in (streamed, whole)] == [True, True]
+    assert [engine.thread.seqs[h.id].text.num_text_ids > 0 for h in (streamed, whole)] == [True, True]
 
 
 def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
     intake = TextIntake(TOKENIZER, ROLE)
-    bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, None) for i in range(2))
+    bad, good = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, ROLE, AUDIO) for i in range(2))
     intake.add(bad, "Hi \ud800 there")                 # a lone surrogate: JSON can carry one
     intake.add(good, "Hello there. ")
     assert [(seq.id, error.code) for seq, error in intake.settle()] == [(bad.id, "invalid_request")]
-    assert (good.role_ids, good.feed) == whole_text_commit("Hello there. ", False)
+    assert (good.text.role_ids, good.text.feed) == whole_text_commit("Hello there. ", False)

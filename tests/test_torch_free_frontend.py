@@ -44,7 +44,8 @@ def test_front_end_modules_import_without_torch():
         took = time.perf_counter() - t
         loaded = sorted(m for m in sys.modules if m.startswith(("engine.core.", "engine.models.", "engine.kernels")))
         assert "torch" not in sys.modules and "numpy" in sys.modules, sorted(sys.modules)
-        assert loaded == ["engine.core.clock", "engine.core.startup", "engine.models.qwen3_tts",
+        assert loaded == ["engine.core.clock", "engine.core.listener_clock", "engine.core.startup",
+                          "engine.models.qwen3_tts",
                           "engine.models.qwen3_tts.voice_files"], loaded
         rss = [line for line in open("/proc/self/status") if line.startswith("VmRSS")][0].split()[1]
         print(f"import {{took:.2f}} s, RSS {{int(rss) / 1024:.0f}} MB")

@@ -73,7 +73,7 @@ def stream_words(text: str, language: str, cuts: list[int]) -> list[Word]:
     for a, b in zip(bounds, bounds[1:]):
         stream.add_text(text[a:b])
         stream.add_audio(np.zeros(2400 * (b - a), np.float32))
-        while job := stream.job(played=1e9):
+        while job := stream.job(played_s=1e9):
             words += stream.apply(job, stand_in(job))
     stream.close_utterance()
     stream.add_audio(np.zeros(2400, np.float32))

@@ -66,7 +66,8 @@ class Engine:
         gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
         admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
-        self.scheduler = Scheduler(max_seqs, max_prefill_tokens, kv, admission, max_queue_ms / 1000)
+        self.scheduler = Scheduler(model, max_seqs, max_prefill_tokens, kv, admission,
+                                   self.runner.max_blocks * block_size, max_queue_ms / 1000)
         self.voices = model.voices(voices_dir, max_voices)
         self.background = Background(model.device, busy=lambda: self.scheduler.num_active > 0)
         self.background.pace(model.voice_modules)

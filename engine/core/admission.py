@@ -18,7 +18,7 @@ class Admission:
 
     @staticmethod
     def _text_ids(seq) -> int:
-        return max(seq.num_text_ids, len(seq.request.text) // 3)        # ~4 characters an id before tokenization
+        return max(seq.text.num_text_ids, len(seq.request.text) // 3)        # ~4 characters an id before tokenization
 
     def prompt_estimate(self, seq) -> int:
         return self.prompt_tokens(seq, self._text_ids(seq))
@@ -27,7 +27,7 @@ class Admission:
         """Expected KV as (own, prefix's); a prefix's full blocks are shared."""
         r = seq.request
         text_ids = self._text_ids(seq)
-        frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.closed else HORIZON_TOKENS
+        frames = r.max_frames if r.max_frames is not None else 40 + 8 * text_ids if seq.text.closed else HORIZON_TOKENS
         shared = seq.prefix.length // self.block_size * self.block_size
         return self._round(self.prompt_estimate(seq) + min(frames, HORIZON_TOKENS) + 2) - shared, \
             self._round(seq.prefix.length)

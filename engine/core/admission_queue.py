@@ -43,8 +43,8 @@ class AdmissionQueue:
         self.queued += 1
 
     def ended(self, seq, reason: str) -> None:
-        if reason == "eos" and seq.num_text_ids:
-            rate = seq.frames / seq.num_text_ids
+        if reason == "eos" and seq.text.num_text_ids:
+            rate = seq.frames / seq.text.num_text_ids
             self.frames_per_id = rate if self.frames_per_id is None else 0.9 * self.frames_per_id + 0.1 * rate
 
     def discard(self, seq) -> bool:
@@ -114,9 +114,9 @@ class AdmissionQueue:
         guard; None while its length is open and uncapped."""
         if seq.finish_reason:
             return 0
-        if not seq.closed and seq.request.max_frames is None:
+        if not seq.text.closed and seq.request.max_frames is None:
             return None
-        expected = self.frames_per_id * seq.num_text_ids if seq.closed and self.frames_per_id else math.inf
+        expected = self.frames_per_id * seq.text.num_text_ids if seq.text.closed and self.frames_per_id else math.inf
         return max(0, min(seq.max_frames, expected) - seq.frames)
 
 

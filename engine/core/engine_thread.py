@@ -125,7 +125,7 @@ class EngineThread:
     def _open(self, seq_id: int) -> Sequence | None:
         """None once it ended or its text was closed: text after close_text would be spoken after end-of-text."""
         seq = self.seqs.get(seq_id)
-        return None if seq is None or seq.status is Status.FINISHED or seq.closed else seq
+        return None if seq is None or seq.status is Status.FINISHED or seq.text.closed else seq
 
     def _append(self, cmd: AppendText) -> None:
         if (seq := self._open(cmd.id)) is not None:
@@ -138,8 +138,7 @@ class EngineThread:
     def _cancel(self, cmd: CancelRequest) -> None:
         seq = self.seqs.get(cmd.id)
         if seq is not None and seq.status is not Status.FINISHED:
-            self.step.end(seq, "cancelled")
+            self.scheduler.finish(seq, "cancelled")
 
     def _fail(self, seq: Sequence, exc: Exception) -> None:
-        self.scheduler.finish(seq, "error")
-        seq.handle.deliver(exc)
+        self.scheduler.finish(seq, "error", exc)

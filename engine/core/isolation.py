@@ -36,8 +36,6 @@ class FaultIsolation:
     def failed(self, exc: Exception) -> list[tuple[Sequence, Exception]]:
         sched, group = self.scheduler, self.probing
         self.probing = None
-        for s in [s for s in sched.running if s.frames_started == 0]:         # admitted, not prefilled: they wait again
-            sched.requeue(s)
         everyone = list(sched.running) + list(sched.waiting)
         if isinstance(exc, SERVER_FAULTS):
             self.groups.clear()

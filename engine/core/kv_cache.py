@@ -6,6 +6,7 @@ import torch
 from engine.models.base import KVLayout
 from engine.kernels.registry import ops
 from engine.core.prefix_cache import PrefixCache
+from engine.core.sequence import KVState
 from engine.core.transfer import upload
 
 
@@ -20,13 +21,14 @@ class PagedKVCache:
         self.free_blocks = deque(range(num_blocks - 1))
         self.prefixes = PrefixCache()
         self.tables = torch.full((2 * stream_slots, max_blocks), num_blocks - 1, dtype=torch.int64, device=device)
+        self.synced = [0] * stream_slots          # of each slot's block table, the blocks copied to the device
         self.one_per_stream = False
 
     def _blocks(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
     def blocks_needed(self, seq, new_tokens: int) -> int:
-        return max(0, self._blocks(seq.num_tokens + new_tokens) - len(seq.block_table))
+        return max(0, self._blocks(seq.kv.num_tokens + new_tokens) - len(seq.kv.block_table))
 
     def available(self) -> int:
         return len(self.free_blocks) + self.prefixes.idle_blocks
@@ -36,11 +38,13 @@ class PagedKVCache:
             self.free_blocks.extend(self.prefixes.evict())
         return [self.free_blocks.popleft() for _ in range(n)]
 
-    def can_grow(self, seq, new_tokens: int) -> bool:
+    def can_append(self, seq, new_tokens: int) -> bool:
         return self.blocks_needed(seq, new_tokens) <= self.available()
 
-    def grow(self, seq, new_tokens: int) -> None:
-        seq.block_table += self._take(self.blocks_needed(seq, new_tokens))
+    def append(self, seq, new_tokens: int) -> None:
+        """Counts the tokens in, with the blocks they need."""
+        seq.kv.block_table += self._take(self.blocks_needed(seq, new_tokens))
+        seq.kv.num_tokens += new_tokens
 
     def _own_blocks(self, prompt) -> int:
         return self._blocks(prompt.length + 1) - prompt.prefix.length // self.block_size
@@ -55,26 +59,28 @@ class PagedKVCache:
         return prompt.rows.shape[0] + (0 if prompt.prefix.key in self.prefixes.entries else prompt.prefix.length)
 
     def start(self, seq, prompt) -> None:
-        """Shares the prefix's full blocks; the stream's own start with a copy of its partial last block."""
+        """Shares the prefix's full blocks; the stream's own start with a copy of its partial last block. The prompt's
+        rows are counted in: they go in at the prefix's length."""
         prefix = prompt.prefix
         entry = self.prefixes.get(prefix.key)
         if entry is None:
             entry = self.prefixes.add(prefix.key, prefix.length, self._take(self._blocks(prefix.length)))
         else:
             self.prefixes.use(entry)
-        seq.cached_prefix, seq.num_tokens = entry, entry.length
-        seq.block_table = entry.blocks[:entry.length // self.block_size]
-        self.grow(seq, prompt.rows.shape[0])
+        seq.kv = KVState(entry.length, entry.blocks[:entry.length // self.block_size], entry)
+        self.append(seq, prompt.rows.shape[0])
 
     def release(self, seq) -> None:
-        if seq.cached_prefix is not None:
-            self.free_blocks.extend(seq.block_table[seq.cached_prefix.length // self.block_size:])
-            self.prefixes.release(seq.cached_prefix)
-        seq.cached_prefix, seq.block_table, seq.synced_blocks = None, [], 0
+        if seq.kv.cached_prefix is not None:
+            self.free_blocks.extend(seq.kv.block_table[seq.kv.cached_prefix.length // self.block_size:])
+            self.prefixes.release(seq.kv.cached_prefix)
+        if seq.slot >= 0:
+            self.synced[seq.slot] = 0
+        seq.kv = KVState()
 
     def copy_partial_blocks(self, seqs) -> None:
-        pairs = [(s.cached_prefix.blocks[-1], s.block_table[len(s.cached_prefix.blocks) - 1]) for s in seqs
-                 if s.cached_prefix.length % self.block_size]
+        pairs = [(s.kv.cached_prefix.blocks[-1], s.kv.block_table[len(s.kv.cached_prefix.blocks) - 1]) for s in seqs
+                 if s.kv.cached_prefix.length % self.block_size]
         if pairs:
             blocks = upload(pairs, device=self.k.device)
             src, dst = (blocks[:, i, None] * self.block_size + torch.arange(self.block_size, device=self.k.device)
@@ -88,9 +94,9 @@ class PagedKVCache:
         return rows
 
     def sync_tables(self, seqs) -> None:
-        new = [(s.slot, i, s.block_table[i]) for s in seqs for i in range(s.synced_blocks, len(s.block_table))]
+        new = [(s.slot, i, b) for s in seqs for i, b in enumerate(s.kv.block_table) if i >= self.synced[s.slot]]
         for s in seqs:
-            s.synced_blocks = len(s.block_table)
+            self.synced[s.slot] = len(s.kv.block_table)
         self._write_tables(new)
 
     def _write_tables(self, entries: list[tuple[int, int, int]]) -> None:

@@ -5,6 +5,7 @@ from collections import deque
 import numpy as np
 
 from engine.api.request import AudioChunk
+from engine.core.playout import first_chunk_frames, margin_s
 from engine.models.base import AudioFormat
 
 
@@ -16,48 +17,49 @@ class AudioOut:
 
     def add(self, streams: list, kept: list[bool], copy) -> None:
         for s in itertools.compress(streams, kept):
-            s.unread += 1
+            s.playout.unread += 1
         self.in_flight.append((streams, kept, copy))
         self.fresh = True
 
     def drop(self) -> None:
         for streams, kept, _ in self.in_flight:
             for s in itertools.compress(streams, kept):
-                s.unread -= 1
+                s.playout.unread -= 1
         self.in_flight.clear()
         self.fresh = False
 
-    def _can_wait(self, streams: list, margin_s: float) -> bool:
+    def _can_wait(self, streams: list, margin: float) -> bool:
         now = self.clock.monotonic()
-        return len(streams) >= self.read_later_from or all(s.ahead_s(now) >= margin_s for s in streams)
+        return len(streams) >= self.read_later_from or all(s.playout.ahead_s(now) >= margin for s in streams)
 
-    def flush(self, margin_s: float, first: int = 1) -> None:
-        keep = int(self.fresh and self._can_wait(self.in_flight[-1][0], margin_s))
+    def flush(self, step_s: float, admitted: int) -> None:
+        """After a step that took `step_s` and admitted `admitted` streams."""
+        margin = margin_s(step_s)
+        first = first_chunk_frames(step_s, self.audio.frame_s, admitted, self.scheduler.admitting())
+        keep = int(self.fresh and self._can_wait(self.in_flight[-1][0], margin))
         self.fresh = False
         while len(self.in_flight) > keep:
             streams, kept, copy = self.in_flight.popleft()
             codes, pcm = copy.wait()
             for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
-                s.unread -= 1
-                s.pending.append((row, audio))
-        self.send(margin_s, first)
+                s.playout.unread -= 1
+                s.playout.pending.append((row, audio))
+        self.send(margin, first)
 
-    def send(self, margin_s: float, first: int = 1) -> None:
+    def send(self, margin: float, first: int = 1) -> None:
         now = self.clock.monotonic()
         for s in list(self.scheduler.running):
-            if not s.should_send(now, margin_s, first):
+            playout, generated = s.playout, s.finish_reason is not None
+            if not playout.should_send(now, margin, first, generated):
                 continue
-            n = min(len(s.pending), s.chunk_size(first))
-            frames, s.pending = s.pending[:n], s.pending[n:]
-            final = bool(s.finish_reason) and not s.pending and not s.unread
-            start = s.frames - s.unread - len(s.pending) - n
-            s.chunks += 1
-            if s.first_sent_at is None:
-                s.first_sent_at = now
-            s.sent_samples += n * self.audio.samples_per_frame
+            frames = playout.take(first, now)
+            final = generated and not playout.pending and not playout.unread
+            start = s.frames - playout.unread - len(playout.pending) - len(frames)
             codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, self.audio.num_codebooks), np.int64)
             audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
-            s.handle.deliver(AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,
-                                        s.finish_reason if final else None, now))
+            chunk = AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,
+                               s.finish_reason if final else None, now)
             if final:
-                self.scheduler.finish(s, s.finish_reason)
+                self.scheduler.finish(s, s.finish_reason, chunk)
+            else:
+                s.handle.deliver(chunk)

@@ -1,4 +1,5 @@
-"""Runs the model's stages on slot-indexed device state; slot `max_seqs` is scratch for padding rows."""
+"""Runs the model's stages on slot-indexed device state; slot `max_seqs` is scratch for padding rows. It reads the
+streams the scheduler planned and writes none of their state."""
 import math
 import time
 from collections import Counter
@@ -7,6 +8,7 @@ import torch
 
 from engine.core.graphs import StagedGraphs, buckets_up_to
 from engine.core.kv_cache import PagedKVCache
+from engine.core.plan import Talk
 from engine.core.prefill import prefill_runs
 from engine.core.transfer import HostCopy, upload
 from engine.models.base import Prompt
@@ -118,8 +120,9 @@ class ModelRunner:
 
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
-        new = list({id(s.cached_prefix): (s.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
-                     if not s.cached_prefix.filled}.values())
+        """Each prompt's rows go in after its prefix, then its first frame's first code is drawn."""
+        new = list({id(s.kv.cached_prefix): (s.kv.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
+                     if not s.kv.cached_prefix.filled}.values())
         if new:
             rows = self.kv.prefix_table_rows([entry for entry, _ in new])
             prefill_runs(self.prefill_stage, [(row, 0, make()) for row, (_, make) in zip(rows, new)], self.device)
@@ -127,32 +130,22 @@ class ModelRunner:
                 entry.filled = True
         self.kv.copy_partial_blocks(seqs)
         self.kv.sync_tables(seqs)
-        last = prefill_runs(self.prefill_stage, [(s.slot, s.num_tokens, p.rows) for s, p in zip(seqs, prompts)],
-                            self.device)
-        for s, p in zip(seqs, prompts):
-            s.num_tokens += p.rows.shape[0]
-            s.frames_started += 1
-            s.frame_started = True
+        last = prefill_runs(self.prefill_stage, [(s.slot, s.kv.cached_prefix.length, p.rows)
+                                                 for s, p in zip(seqs, prompts)], self.device)
         self.first_stage(self.model.variant("first", seqs), self._tensor([s.slot for s in seqs]), last)
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
-        for s in seqs:
-            s.frame_started = False
         return self.predict_stage(self.model.variant("predict", seqs), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
-    def talk(self, seqs, text_ids: list[int]) -> torch.Tensor:
-        """The caller has taken the KV block for the new token."""
+    def talk(self, talk: Talk) -> torch.Tensor:
+        """The scheduler has taken the KV blocks for the new tokens."""
+        seqs = talk.seqs
         self.kv.sync_tables(seqs)
-        first_codes = self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]),
-                                      self._tensor(text_ids), self._tensor([s.num_tokens for s in seqs]),
-                                      self._tensor([s.eos_allowed for s in seqs], torch.bool))
-        for s in seqs:
-            s.num_tokens += 1
-            s.frames_started += 1
-            s.frame_started = True
-        return first_codes
+        return self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]),
+                               self._tensor(talk.text_ids), self._tensor(talk.positions),
+                               self._tensor(talk.allow_eos, torch.bool))
 
     @torch.inference_mode()
     def decode(self, seqs, codes: torch.Tensor) -> HostCopy:

@@ -1,15 +1,28 @@
-"""Continuous batching: which waiting sequences join (slots, KV blocks, prefill budget)."""
+"""Continuous batching: the one writer of a stream's step state. It plans each step (who joins, who draws a frame,
+who talks), applies the step's results, and ends streams."""
+import itertools
 from collections import deque
 
 from engine.core.admission_queue import AdmissionQueue
+import numpy as np
+
+from engine.api.request import AudioChunk, EngineInputError
+from engine.core.plan import Plan, Talk
 from engine.core.sequence import Sequence, Status
+from engine.models.sampling import FAULT
 
 LOW_BUFFER_S = 0.3
 
 
+class KVCacheFull(RuntimeError):
+    """A stream needed a KV block when none was free: it ends; the others go on."""
+
+
 class Scheduler:
-    def __init__(self, max_seqs: int, max_prefill_tokens: int, kv, admission, max_queue_s: float = 0.0):
-        self.max_seqs, self.max_prefill_tokens, self.kv, self.admission = max_seqs, max_prefill_tokens, kv, admission
+    def __init__(self, model, max_seqs: int, max_prefill_tokens: int, kv, admission, max_context: int,
+                 max_queue_s: float = 0.0):
+        self.model, self.max_seqs, self.max_prefill_tokens = model, max_seqs, max_prefill_tokens
+        self.kv, self.admission, self.max_context = kv, admission, max_context
         self.queue = AdmissionQueue(max_queue_s)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -19,26 +32,30 @@ class Scheduler:
         self.promoted_at: float | None = None
 
     @property
+    def max_prompt(self) -> int:
+        return min(self.max_context, (self.kv.num_blocks - 1) * self.kv.block_size) - 1
+
+    @property
     def num_active(self) -> int:
         return len(self.waiting) + len(self.running)
 
     def has_work(self) -> bool:
-        return any(s.frame_started or s.text_ready() or s.finish_reason for s in self.running) or self.admitting()
+        return any(s.frame_started or s.text.ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
-        return any(s.pending for s in self.running)
+        return any(s.playout.pending for s in self.running)
 
     def admitting(self) -> bool:
-        return bool(self.free_slots) and any(s.num_text_ids or s.closed for s in self.waiting)
+        return bool(self.free_slots) and any(s.text.num_text_ids or s.text.closed for s in self.waiting)
 
     def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry."""
         if not listening and self.admitting():
             return 0.0
-        ahead = ((s, s.ahead_s(now)) for s in self.running if s.finish_reason is None and
-                 (s.first_sent_at is not None or not listening))
+        ahead = ((s, s.playout.ahead_s(now)) for s in self.running if s.finish_reason is None and
+                 (s.playout.listener.started or not listening))
         # one waiting for text counts only with audio to play or coming: its first frames make it a listener
-        return min((a for s, a in ahead if s.text_ready() or a > 0 or s.unread), default=float("inf"))
+        return min((a for s, a in ahead if s.text.ready() or a > 0 or s.playout.unread), default=float("inf"))
 
     def add(self, seq: Sequence, step_ms: float, now: float = 0.0) -> None:
         step_ms = self.capacity_ms(step_ms)
@@ -62,52 +79,115 @@ class Scheduler:
         self.promoted_at = now
         return self.queue.admit(self, self.capacity_ms(step_ms), now) if self.queue else []
 
-    def admit(self, build_prompt, now: float) -> tuple[list[Sequence], list]:
-        """A quarter of the prefill budget while a listener runs low: a long prefill would leave it dry."""
-        seqs, prompts, tokens = [], [], 0
+    def schedule(self, plan: Plan, now: float) -> Plan:
+        """Who joins, and who draws the rest of a frame. A quarter of the prefill budget while a listener runs low:
+        a long prefill would leave it dry."""
+        ready, tokens = [s for s in self.running if s.frame_started], 0
         budget = self.max_prefill_tokens
         if self.admitting() and self.slack_s(now, listening=True) < LOW_BUFFER_S:
             budget //= 4
         for seq in list(self.waiting):
             if not self.free_slots:
                 break
-            prompt = build_prompt(seq)
+            prompt = self.model.prompt(seq)
             if prompt is None:
                 continue
+            if prompt.length > self.max_prompt:
+                plan.rejected.append((seq, EngineInputError("text_too_long", f"the prompt ({prompt.length} tokens) "
+                                      f"exceeds the {self.max_prompt} tokens a stream can start with")))
+                continue
             n = self.kv.prefill_tokens(prompt)
-            if seqs and tokens + n > budget or not self.kv.can_start(prompt):
+            if plan.admitted and tokens + n > budget or not self.kv.can_start(prompt):
                 break
             self.waiting.remove(seq)
             self.kv.start(seq, prompt)
             seq.slot = self.free_slots.popleft()
             seq.status = Status.RUNNING
+            seq.text.fed, seq.text.eos_fed = prompt.consumed, prompt.eos_consumed
+            seq.frames_started, seq.frame_started = 1, True     # the prefill draws the first frame's first code
             self.running.append(seq)
-            seqs.append(seq)
-            prompts.append(prompt)
+            plan.admitted.append(seq)
+            plan.prompts.append(prompt)
             tokens += n
-        self.steps, self.started = self.steps + 1, len(seqs)
-        return seqs, prompts
+        self.steps, self.started = self.steps + 1, len(plan.admitted)
+        plan.ready = ready + plan.admitted
+        return plan
+
+    def update(self, plan: Plan, talked: list[Sequence], ids: list[int]) -> list[bool]:
+        """The step's results: the previous talk's first codes (EOS ends a stream's frames, a fault the stream)
+        and the frames decoded. Returns which of `plan.ready` made a frame."""
+        for seq, error in plan.rejected:
+            self.finish(seq, "error", error)
+        for s in plan.ready:
+            s.frame_started = False
+        for s, c in zip(talked, ids):
+            if s.status is not Status.RUNNING:
+                continue
+            if c == self.model.eos:
+                s.frame_started = False
+                s.finish_reason = "eos"
+            elif c == FAULT:
+                self.finish(s, "error", EngineInputError("generation_failed", "the model's output for this "
+                            "request went non-finite (NaN/Inf); it was ended, other streams go on"))
+        kept = [s.finish_reason is None for s in plan.ready]              # an EOS stream's frame was not a frame
+        for s in itertools.compress(plan.ready, kept):
+            s.frames += 1
+            if s.frames >= s.max_frames:
+                s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
+        return kept
+
+    def schedule_talk(self, plan: Plan) -> Talk:
+        """Who feeds a text id and draws the next frame's first code; a KV block each may need."""
+        talk, model = plan.talk, self.model
+        for s in self.running:
+            if s.frame_started or s.finish_reason:
+                continue
+            if s.kv.num_tokens + 1 > self.max_context:
+                s.finish_reason = "length"
+                continue
+            if not self.kv.can_append(s, 1):
+                talk.stalled.append(s)
+                continue
+            text_id = s.text.next_id(model.text_pad, model.text_eos)
+            if text_id is None:
+                continue
+            talk.add(s, text_id, s.kv.num_tokens, s.eos_allowed)
+            self.kv.append(s, 1)
+            s.frames_started += 1
+            s.frame_started = True
+        if talk.stalled and not talk.seqs and not plan.ready:  # no stream can free a block: the youngest gives its own
+            victim = talk.stalled[-1]
+            self.finish(victim, "error", KVCacheFull(f"the KV cache is full ({victim.kv.num_tokens} tokens in this "
+                                                     "stream); retry"))
+        return talk
 
     def requeue(self, seq: Sequence) -> None:
+        """Admitted, its prompt not prefilled: it waits again."""
         self.running.remove(seq)
         self.free_slots.appendleft(seq.slot)
         self.kv.release(seq)
-        seq.status, seq.slot, seq.fed, seq.eos_fed, seq.num_tokens = Status.WAITING, -1, 0, False, 0
+        seq.status, seq.slot, seq.frames_started, seq.frame_started = Status.WAITING, -1, 0, False
+        seq.text.fed, seq.text.eos_fed = 0, False
         self.waiting.appendleft(seq)
 
-    def finish(self, seq: Sequence, reason: str) -> None:
+    def finish(self, seq: Sequence, reason: str, last: AudioChunk | Exception | None = None) -> None:
+        """The one way a stream ends (its audio sent, cancelled, or failed): its slot, KV and reservation are freed,
+        then `last` (its final chunk or error; by default an empty final chunk) is delivered."""
         if seq.status is Status.FINISHED:
             return
-        if self.queue.discard(seq):
-            seq.status, seq.finish_reason = Status.FINISHED, reason
-            return
-        self.queue.ended(seq, reason)
-        if seq.status is Status.RUNNING:
-            self.running.remove(seq)
-            self.free_slots.append(seq.slot)
-        else:
-            self.waiting.remove(seq)
-        self.kv.release(seq)
-        self.admission.release(seq)
+        if not self.queue.discard(seq):          # a queued one holds nothing yet
+            self.queue.ended(seq, reason)
+            if seq.status is Status.RUNNING:
+                self.running.remove(seq)
+                self.free_slots.append(seq.slot)
+            else:
+                self.waiting.remove(seq)
+            self.kv.release(seq)
+            self.admission.release(seq)
         seq.status = Status.FINISHED
         seq.finish_reason = reason
+        if last is None:
+            audio = self.model.audio
+            last = AudioChunk(np.zeros(0, np.float32), np.zeros((0, audio.num_codebooks), np.int64), seq.frames,
+                              seq.frames * audio.samples_per_frame, True, reason)
+        seq.handle.deliver(last)

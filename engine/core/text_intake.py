@@ -12,12 +12,12 @@ class TextIntake:
         self.changed: dict[int, Sequence] = {}
 
     def add(self, seq: Sequence, text: str = "", closed: bool = False) -> None:
-        if not seq.settled:           # the prefix's control tokens are the model's: the rest is tokenized as plain text
-            seq.unsettled[0] = seq.unsettled[0][self.control_chars:]
+        if not seq.text.settled:      # the prefix's control tokens are the model's: the rest is tokenized as plain text
+            seq.text.unsettled[0] = seq.text.unsettled[0][self.control_chars:]
             self._commit(seq, self.control_ids, len(self.control_ids))
         if text:
-            seq.unsettled.append(text)
-        seq.closed = seq.closed or closed
+            seq.text.unsettled.append(text)
+        seq.text.closed = seq.text.closed or closed
         self.changed[seq.id] = seq
 
     def settle(self) -> list[tuple[Sequence, EngineInputError]]:
@@ -25,8 +25,8 @@ class TextIntake:
             return []
         seqs = [s for s in self.changed.values() if s.status is not Status.FINISHED]
         self.changed = {}
-        tails = ["".join(s.unsettled) for s in seqs]
-        closed = [s.closed for s in seqs]
+        tails = ["".join(s.text.unsettled) for s in seqs]
+        closed = [s.text.closed for s in seqs]
         try:
             splits = self.tokenizer.split_final_batch(tails, closed)
         except TypeError:         # a text the tokenizer refuses (a lone surrogate) must not hold back the others
@@ -38,8 +38,8 @@ class TextIntake:
                 continue
             ids, count, cut = split
             self._commit(seq, ids, count)
-            seq.unsettled = [tail[cut:]]
-            if seq.closed and not seq.num_text_ids:
+            seq.text.unsettled = [tail[cut:]]
+            if seq.text.closed and not seq.text.num_text_ids:
                 failed.append((seq, EngineInputError("empty_text", "the request's text ended up empty")))
         return failed
 
@@ -50,8 +50,8 @@ class TextIntake:
             return None
 
     def _commit(self, seq: Sequence, ids: list[int], count: int) -> None:
-        role = max(0, self.role_ids - seq.settled)
+        role = max(0, self.role_ids - seq.text.settled)
         if role:
-            seq.role_ids = seq.role_ids[:self.role_ids - role] + ids[:role]
-        seq.feed.extend(ids[role:count])
-        seq.settled += count
+            seq.text.role_ids = seq.text.role_ids[:self.role_ids - role] + ids[:role]
+        seq.text.feed.extend(ids[role:count])
+        seq.text.settled += count

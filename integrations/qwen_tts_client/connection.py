@@ -38,7 +38,7 @@ def speech_options(**options) -> dict:
 
 
 class Endpoint:
-    def __init__(self, base_url: str, api_key: str | None = None, sample_rate: int = 24000):
+    def __init__(self, base_url: str, api_key: str | None = None, sample_rate: int = p.DEFAULT_SAMPLE_RATE):
         url = base_url.rstrip("/").replace("http", "ws", 1) if base_url.startswith("http") else base_url.rstrip("/")
         if urlsplit(url).scheme not in ("ws", "wss"):
             raise ValueError(f"base_url must be ws://, wss://, http:// or https://, not {base_url!r}")

@@ -10,6 +10,7 @@ from engine.api.voice_input import resample
 from engine.core.memory import check_weights_fit
 from engine.core.startup import phase
 from engine.models.base import AudioFormat, KVLayout
+from engine.models.qwen3_tts import SAMPLE_RATE, SAMPLES_PER_FRAME
 from engine.models.qwen3_tts.checks import RequestRules, check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
 from engine.models.qwen3_tts.codec import Codec
@@ -23,9 +24,6 @@ from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 from engine.models.qwen3_tts.voice_store import VoiceStore
 from engine.models.qwen3_tts.voices import VoiceCache
 from engine.models.weights import default_device_dtype, load_checkpoint, seed_weights
-
-SAMPLE_RATE = 24000
-SAMPLES_PER_FRAME = 1920
 
 
 class TTSModel(nn.Module):

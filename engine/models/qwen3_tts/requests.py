@@ -35,18 +35,19 @@ class RequestLayout:
         seq.conditioning = c = Conditioning(voice, self.builder.language_id((r.language or "auto").lower(), speaker),
                                             instruct_ids)
         if voice.ref_codes is not None:
-            seq.feed = list(voice.ref_text_ids or [])
-            seq.text_start = len(seq.feed)
+            seq.text.feed = list(voice.ref_text_ids or [])
+            seq.text.text_start = len(seq.text.feed)
         seq.prefix = self.builder.prefix(voice, c.language_id, instruct_ids, self.role_ids, r.non_streaming_text)
 
     def prompt(self, seq):
         c = seq.conditioning
-        return self.builder.build(c.voice, c.language_id, c.instruct_ids, seq.role_ids, seq.feed, seq.closed,
+        text = seq.text
+        return self.builder.build(c.voice, c.language_id, c.instruct_ids, text.role_ids, text.feed, text.closed,
                                   seq.request.non_streaming_text)
 
     def prompt_tokens(self, seq, text_ids: int) -> int:
         c = seq.conditioning
-        prompt = PROMPT_CONTROL_ROWS + len(c.instruct_ids or ()) + seq.text_start
+        prompt = PROMPT_CONTROL_ROWS + len(c.instruct_ids or ()) + seq.text.text_start
         prompt += text_ids if seq.request.non_streaming_text else 0
         if c.voice.ref_codes is not None:
             prompt += c.voice.ref_codes.shape[0]

@@ -1,6 +1,7 @@
 """QwenTTS: a LiveKit Agents streaming TTS speaking through the gateway, all streams sharing one socket."""
 from livekit.agents import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, APIConnectOptions, NotGivenOr, tts, utils
 
+from .. import protocol as p
 from ..client import GatewayClient
 from ..connection import Endpoint, gateway_language, speech_options
 from .stream import QwenSynthesizeStream
@@ -10,7 +11,8 @@ SESSION_FILTERS = {"filter_markdown": False, "filter_emoji": False}     # LiveKi
 
 class QwenTTS(tts.TTS):
     def __init__(self, *, base_url: str = "ws://127.0.0.1:8000", api_key: str | None = None, voice: str | None = None,
-                 language: str = "auto", instruct: str | None = None, sample_rate: int = 24000,
+                 language: str = "auto", instruct: str | None = None,
+                 sample_rate: int = p.DEFAULT_SAMPLE_RATE,
                  model: str = "qwen3-tts", retries: int = 2, keepalive: float = 10.0, **options):
         """`voice`: a speaker or registered clone (None: the model's first); `language`: a name, ISO code or 'auto';
         `instruct`: style (1.7B CustomVoice) or voice description (VoiceDesign); `sample_rate`: 24000, 16000 or 8000;

@@ -44,7 +44,7 @@ class QwenTTSService(WebsocketTTSService):
         self._base_url, self._api_key = base_url, api_key
         self._timeout, self._keepalive = connect_timeout, keepalive
         self._endpoint: Endpoint | None = None
-        self._rate = 24000
+        self._rate = p.DEFAULT_SAMPLE_RATE
         self._receive_task = None
         self._texts: dict[str, WordPieces] = {}    # the text of each context the gateway has and has not ended
 

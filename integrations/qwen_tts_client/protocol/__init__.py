@@ -10,4 +10,4 @@ from .json_frames import encode, is_unicode, parse_client, parse_server, to_json
 from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, LANGUAGE_CODES, MAX_CONTEXT_ID_BYTES, PROTOCOL_VERSION,
                        SERVER_MESSAGES, TEXT_LAYOUTS, Audio, Cancel, Cancelled, ClientMessage, Done, End, Error, Flush, Flushed,
                        Keepalive, ProtocolError, Ready, ServerMessage, Text, Words, ends_context)
-from .stream_format import AUDIO_FORMATS, ENCODINGS, SAMPLE_RATES, StreamFormat
+from .stream_format import AUDIO_FORMATS, DEFAULT_SAMPLE_RATE, ENCODINGS, SAMPLE_RATES, StreamFormat
