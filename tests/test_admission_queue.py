@@ -6,21 +6,23 @@ import pytest
 
 from engine import EngineInputError, SynthesisRequest
 from engine.core.admission import Admission
+from engine.models.base import AudioFormat
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence, Status
 
 VOICE = SimpleNamespace(key="voice", length=16)
+MODEL = SimpleNamespace(audio=AudioFormat(num_codebooks=1, samples_per_frame=4, sample_rate=50), eos=-1)
 
 
 def scheduler(max_seqs=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
     admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
                           max_step_ms=max_step_ms)
-    return Scheduler(max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, max_queue_s)
+    return Scheduler(MODEL, max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, 4096, max_queue_s)
 
 
 def seq(i: int, max_frames: int | None = 10, closed: bool = True) -> Sequence:
-    s = Sequence(i, SynthesisRequest(text="Hello there", max_frames=max_frames, text_complete=closed), None, 0, "",
-                 None)
+    s = Sequence(i, SynthesisRequest(text="Hello there", max_frames=max_frames, text_complete=closed),
+                 SimpleNamespace(deliver=lambda item: None), 0, "", MODEL.audio)
     s.prefix = VOICE
     return s
 
@@ -71,7 +73,7 @@ def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
     sched.add(a, 40.0, now=0.0)
     start(sched, a)
     sched.add(b, 40.0, now=0.0)
-    b.feed = list(range(600))               # its text kept arriving: ~1,150 KV tokens now
+    b.text.feed = list(range(600))               # its text kept arriving: ~1,150 KV tokens now
     sched.finish(a, "eos")
     [(failed, error)] = sched.admit_queued(40.0, now=0.1)
     assert failed is b and error.code == "text_too_long" and "whole cache holds 1024" in str(error)
@@ -86,12 +88,12 @@ def test_a_closed_text_ends_when_the_model_has_ended_texts_so_far_not_at_its_run
             x = seq(9, max_frames=None)
             sched.add(x, 40.0, now=0.0)
             start(sched, x)
-            x.feed, x.frames = list(range(10)), 20
+            x.text.feed, x.frames = list(range(10)), 20
             sched.finish(x, "eos")
         a = seq(0, max_frames=None)          # 100 ids: 840 frames at most, about 200 as texts end
         sched.add(a, 40.0, now=0.0)
         start(sched, a)
-        a.feed, a.frames = list(range(100)), 195
+        a.text.feed, a.frames = list(range(100)), 195
         sched.add(seq(1), 40.0, now=0.0)
         return sched
 

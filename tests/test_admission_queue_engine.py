@@ -48,7 +48,7 @@ def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_pa
         waiting = engine.submit(SynthesisRequest(text="Let me in", text_complete=False, max_frames=3))
         engine.append_text(waiting.id, " please.")
         run_until(lambda: len(engine.scheduler.queue) == 1 and
-                  engine.scheduler.queue.seqs()[0].num_text_ids > 0, engine)        # its text settled while queued
+                  engine.scheduler.queue.seqs()[0].text.num_text_ids > 0, engine)        # its text settled while queued
         clock.advance(61)
         with pytest.raises(EngineInputError, match="no room within 60000 ms in the queue") as err:
             list(waiting.iter_blocking())

@@ -143,8 +143,8 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
     engine.thread._drain(0.0)
     assert engine.thread.errors == 1                                   # the unknown command, logged
     decode = lambda seq: engine.model.tokenizer.decode(seq.text.role_ids + seq.text.feed)
-    assert decode(a) == ROLE + "One, two." and a.closed
-    assert decode(b) + "".join(b.unsettled) == ROLE + "Un, deux." and not b.closed   # its last word may change
+    assert decode(a) == ROLE + "One, two." and a.text.closed
+    assert decode(b) + "".join(b.text.unsettled) == ROLE + "Un, deux." and not b.text.closed   # its last word may change
     engine.inbox.put(Batch([CancelRequest(2), AppendText(2, " after cancel"), AddRequest(3, None)]))
     engine.thread._drain(0.0)
     assert engine.thread.errors == 2 and b.finish_reason == "cancelled" and list(engine.thread.seqs) == [1]
