@@ -72,9 +72,10 @@ class EngineThread:
             return
         now, step_s = self.clock.monotonic(), self.step.step_s
         slack = self.scheduler.slack_s(now)
-        # a planned turn still never runs a listener dry: it leaves every one that hears audio two steps ahead
-        planned = min(planned, self.scheduler.slack_s(now, listening=True) - 2 * step_s)
-        self._follow(self.side_work.offer(slack, max(0.1, 3 * step_s), lambda: self._before_turn(slack), planned))
+        reserve = max(0.1, 3 * step_s)
+        # a planned turn still leaves every listener what the slack's rule leaves: its next chunk takes steps
+        planned = min(planned, self.scheduler.slack_s(now, listening=True) - reserve)
+        self._follow(self.side_work.offer(slack, reserve, lambda: self._before_turn(slack), planned))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""
