@@ -67,15 +67,11 @@ class EngineThread:
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _offer_turn(self) -> None:
-        planned = self.side_work.planned(self.step.step_s)
+        self.side_work.planned(self.step.step_s)      # learns the capacity words are admitted on
         if self.side_work.wanted is None:
             return
-        now, step_s = self.clock.monotonic(), self.step.step_s
-        slack = self.scheduler.slack_s(now)
-        reserve = max(0.1, 3 * step_s)
-        # a planned turn still leaves every listener what the slack's rule leaves: its next chunk takes steps
-        planned = min(planned, self.scheduler.slack_s(now, listening=True) - reserve)
-        self._follow(self.side_work.offer(slack, reserve, lambda: self._before_turn(slack), planned))
+        slack = self.scheduler.slack_s(self.clock.monotonic())
+        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.step.step_s), lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""
