@@ -1,6 +1,6 @@
-"""The side-work hook's rule: a turn after a step when the frame's planned share (on a GPU), or the listeners' slack
-past the reserve over 1.5, holds the cost asked for; the engine readies itself (`settle`) only for a turn it gives,
-and the turn's budget is the larger of the two."""
+"""The side-work hook's rule: a turn after a step when the listeners' slack past the reserve, over 1.5, holds the cost
+asked for, the engine readying itself (`settle`) only for a turn it gives; and the frame's planned share it learns
+(on a GPU), the capacity words are admitted on."""
 import threading
 import time
 
@@ -39,7 +39,7 @@ def test_the_planned_share_is_what_the_step_leaves_of_the_frame_without_the_turn
     thread.start()
     while side_work.wanted is None:
         time.sleep(0.001)
-    assert side_work.offer(0.0, 0.1, lambda: "step", 0.022) is not None      # no slack: the plan gives it
+    assert side_work.give("step", 0.011, 0.022) is not None                   # a turn of the planned share
     thread.join(5)
     assert seen == [0.022]
     planned = side_work.planned(0.07 * 0.1 + 0.05 * 0.9)     # the step's average took the turn in: the plan does not

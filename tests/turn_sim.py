@@ -90,14 +90,17 @@ class Frames:
             self.service.close()
 
     def cycle(self) -> None:
-        """A step, then the turn the engine thread would offer (engine/core/engine_thread.py _offer_turn)."""
+        """A step, then a turn of the frame's planned share: the turn supply this harness models (the engine's own
+        turns come from the listeners' slack, engine/core/engine_thread.py _offer_turn)."""
         start = self.clock.now
         self.step_starts.append(start)
         self.gate.close()
         self.clock.advance(self.step_s)
         planned = self.gate.planned(self.cycle_s)
         self._settled()
-        done = self.gate.offer(0.0, 0.1, lambda: None, planned) if self.gate.wanted is not None else None
+        wanted = self.gate.wanted
+        done = self.gate.give(None, max(0.01, planned / 2), planned) if wanted is not None and planned >= wanted \
+            else None
         if done is not None:
             self.clock.now = max(self.clock.now, done.t)
         self.cycle_s = 0.9 * self.cycle_s + 0.1 * (self.clock.now - start)     # as engine/core/step.py averages

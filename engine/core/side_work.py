@@ -1,5 +1,6 @@
-"""Work beside the engine in turns on its device between steps, within the frame's planned share or the listeners'
-slack; alone, since side kernels beside a step's small dependent ones slow both."""
+"""Work beside the engine in turns on its device between steps, within the listeners' slack; alone, since side kernels
+beside a step's small dependent ones slow both. On a GPU it also learns the frame's planned share (the capacity words
+are admitted on)."""
 import threading
 import time
 from contextlib import contextmanager
@@ -84,9 +85,9 @@ class SideWork:
             self._untimed = [t for t in self._untimed if t not in timed]
         return self.plan.after_step(step_s, sum(map(device_seconds, timed)))
 
-    def offer(self, slack_s: float, reserve_s: float, settle, planned_s: float = 0.0):
-        """After a step: a turn if the frame's planned share, or the slack past `reserve_s` over 1.5, covers its cost."""
-        cost, budget = self.wanted, max(planned_s, (slack_s - reserve_s) / 1.5)
+    def offer(self, slack_s: float, reserve_s: float, settle):
+        """After a step: a turn if the slack past `reserve_s`, over 1.5, covers its cost."""
+        cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)
