@@ -6,6 +6,7 @@ import base64
 import binascii
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -56,6 +57,10 @@ class ReferenceDecoder:
         self.waiting += 1
         try:
             return await asyncio.wrap_future(self.pool.submit(parse_registration, data, target_rate))
+        except BrokenProcessPool:           # its worker died (killed for memory, say): the next one starts afresh
+            self.close()
+            self.pool = None
+            raise
         finally:
             self.waiting -= 1
 
