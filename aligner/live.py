@@ -28,14 +28,18 @@ class LiveWords:
         self.task = asyncio.create_task(self._run())
 
     def add_text(self, text: str) -> None:
-        self.stream.add_text(text)
+        if not self.failed:                  # its words will never come: nothing is kept for them
+            self.stream.add_text(text)
 
     def close_utterance(self) -> None:
-        self.stream.close_utterance()
-        self.changed.set()
+        if not self.failed:
+            self.stream.close_utterance()
+            self.changed.set()
 
     def add_audio(self, pcm: np.ndarray, final: bool) -> None:
         """`final`: the utterance's last chunk (may be empty)."""
+        if self.failed:
+            return
         first = not self.listener.started and len(pcm)
         now = self.clock.monotonic()
         if len(pcm):

@@ -87,3 +87,42 @@ def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned():
     assert "slow" in aligner.units and {"foxtrot", "golf"} <= set(aligner.units)
     assert not {"bravo", "charlie", "delta", "echo"} & set(aligner.units)
     assert [w for w, *_ in words_of(c)] == ["foxtrot", "golf"] and isinstance(c[-1][1], p.Done)
+
+
+def test_a_context_refused_words_keeps_none_of_the_audio_it_goes_on_speaking():
+    """Its words never come (refused, or the aligner failed): its minutes of audio and text are not held for them."""
+    import numpy as np
+
+    from aligner import LiveWords
+    from fake_clock import FakeClock
+
+    class Refusing:
+        def admit(self) -> Future:
+            future = Future()
+            future.set_result("no time planned")
+            return future
+
+        def submit(self, *_):
+            raise AssertionError("a refused context submits no job")
+
+    async def run():
+        refused = []
+
+        async def on_refused(reason: str) -> None:
+            refused.append(reason)
+
+        words = LiveWords(Refusing(), "english", 5.0, FakeClock(), on_refused=on_refused)
+        await asyncio.wait_for(words.task, 10)
+        for _ in range(3):                                  # three utterances of a minute each
+            words.add_text("a minute of words " * 40)
+            for _ in range(60):
+                words.add_audio(np.zeros(24000, np.float32), final=False)
+            words.close_utterance()
+            words.add_audio(np.zeros(0, np.float32), final=True)
+        await words.settled()
+        return refused, words
+
+    refused, words = asyncio.run(run())
+    held = sum(u.length for u in words.stream.utterances)
+    assert refused == ["no time planned"] and words.spoken_until(1000.0) is None
+    assert held == 0 and words.stream.text == "" and len(words.stream.utterances) == 1
