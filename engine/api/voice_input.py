@@ -60,6 +60,8 @@ def read_reference_wav(data: bytes) -> tuple[np.ndarray, int]:
         w = wave.open(io.BytesIO(data), "rb")
     except (wave.Error, EOFError, ValueError) as exc:
         raise EngineInputError(INVALID_AUDIO, f"not a PCM WAV file ({exc})") from None
+    except RuntimeError:            # the wave module's, bare, for a chunk whose size runs past the end of the file
+        raise EngineInputError(INVALID_AUDIO, "not a PCM WAV file (a chunk runs past the end of the file)") from None
     rate, channels, width, frames = w.getframerate(), w.getnchannels(), w.getsampwidth(), w.getnframes()
     check_reference_format(rate, channels, width, frames)
     raw = w.readframes(frames)
