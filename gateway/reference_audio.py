@@ -54,12 +54,13 @@ class ReferenceDecoder:
             raise EngineInputError("busy", f"{MAX_WAITING} reference audios are being read here; retry shortly")
         if self.pool is None:
             self.pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
+        pool = self.pool
         self.waiting += 1
         try:
-            return await asyncio.wrap_future(self.pool.submit(parse_registration, data, target_rate))
+            return await asyncio.wrap_future(pool.submit(parse_registration, data, target_rate))
         except BrokenProcessPool:           # its worker died (killed for memory, say): the next one starts afresh
-            self.close()
-            self.pool = None
+            if self.pool is pool:
+                self.pool = None
             raise
         finally:
             self.waiting -= 1
