@@ -96,7 +96,10 @@ class Gateway:
         announced = self.url is None
         while True:
             if self.reports:
-                self.reports.publish(self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts))
+                try:
+                    self.reports.publish(self.metrics.snapshot(sockets=len(self.sessions), contexts=self.open_contexts))
+                except OSError as exc:          # a full disk for a moment: the next second's report replaces it
+                    log.warning("this front end's metrics report was not written: %s", exc)
             if not announced and self.serving and "max_active" in self.engine.stats():
                 announced = True
                 log.info("listening on %s (%d front ends, model %s, %d streams)", self.url, self.config.workers,

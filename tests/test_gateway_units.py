@@ -167,3 +167,29 @@ def test_front_ends_read_each_others_reports_but_not_their_own_or_stale_ones(tmp
     assert a.others() == [{"sockets": 2}] and b.others() == [{"sockets": 1}]
     b.withdraw()
     assert a.others() == [] and sorted(p.name for p in tmp_path.iterdir()) == ["frontend-a.json", "frontend-gone.json"]
+
+
+def test_a_front_end_whose_report_could_not_be_written_once_goes_on_reporting(tmp_path, monkeypatch):
+    """A full disk for a moment must not end its reports for good: every other front end's /health waits for them."""
+    from types import SimpleNamespace
+
+    from gateway.state import Gateway, GatewayConfig
+    engine = SimpleNamespace(address=f"ipc://{tmp_path}/engine", identity=b"me", info={}, on_failure=None)
+    gateway, written, real_sleep = Gateway(GatewayConfig(workers=2), engine), [], asyncio.sleep
+
+    def publish(report: dict) -> None:
+        written.append(report)
+        if len(written) == 1:
+            raise OSError(28, "No space left on device")
+
+    async def run():
+        task = asyncio.create_task(gateway._report())
+        for _ in range(1000):
+            await real_sleep(0)
+            if len(written) >= 3 or task.done():
+                break
+        task.cancel()
+    gateway.reports.publish = publish
+    monkeypatch.setattr("gateway.state.asyncio.sleep", lambda _: real_sleep(0))      # its second passes at once
+    asyncio.run(run())
+    assert len(written) >= 3 and written[-1]["sockets"] == 0
