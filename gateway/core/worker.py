@@ -28,6 +28,7 @@ class EngineWorker:
         os.set_blocking(self.wake_w, False)
         self.signalled = False
         self.running = True
+        self.failure: str | None = None
         self.dispatch = Dispatch(engine, aligner, self.put, self.stop)
 
     def serve(self, parent_pid: int | None = None) -> None:
@@ -47,6 +48,10 @@ class EngineWorker:
                 self.dispatch.receive(peer, data)
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + STATS_S
+                if not self.engine.thread.is_alive():      # no request would ever end: the core fails, loudly
+                    self.failure = "the engine thread stopped; restart the server (its log has the traceback)"
+                    log.error(self.failure)
+                    break
                 self.dispatch.ship_voice_names()
                 for peer in self.dispatch.peers:
                     self.put(peer, Stats(self.dispatch.stats()))
@@ -101,4 +106,8 @@ def run_engine_process(spec, address: str, log_level: str = "info") -> None:
         log.debug("the engine core could not start", exc_info=True)
         wire.failure_path(address).write_text(fatal.one_line(exc))
         raise SystemExit(1)
-    EngineWorker(engine, aligner, address).serve(parent)
+    worker = EngineWorker(engine, aligner, address)
+    worker.serve(parent)
+    if worker.failure:                                # the front end reports it, in one line, and /health turns 503
+        wire.failure_path(address).write_text(worker.failure)
+        raise SystemExit(1)
