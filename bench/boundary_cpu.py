@@ -22,7 +22,7 @@ from qwen_tts_client import protocol as p
 
 def run_core(address: str, streams: int) -> None:
     from engine import Engine
-    from gateway.core.worker import EngineWorker
+    from gateway.engine_process.worker import EngineWorker
 
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=streams)
     engine.scheduler.has_work = engine.scheduler.holds_audio = lambda: False     # the step held: no audio, ever

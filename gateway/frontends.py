@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import socket
 
-from .core import starts
+from .engine_process import starts
 from .fatal import StartupError
 
 

@@ -6,7 +6,7 @@ import time
 import httpx
 
 from engine.core.clock import REAL_CLOCK, Clock
-from gateway.core import EngineClient, starts
+from gateway.engine_process import EngineClient, starts
 from gateway.server import GatewayServer, create_app, uvicorn_config
 from gateway.state import Gateway, GatewayConfig
 

@@ -9,7 +9,7 @@ from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.commands import AppendText, CancelRequest, CloseText
 from engine.api.interface import EngineInterface
 from engine.core.sequence import Sequence
-from gateway.core import starts
+from gateway.engine_process import starts
 
 TEXTS = ["Pieces of one sentence, merged.", "Another context, its pieces interleaved."]
 

@@ -12,11 +12,11 @@ from engine import AudioChunk, Engine, EngineInputError, SynthesisRequest
 from engine.api.commands import AddRequest, AppendText, Batch, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
 from engine.models.qwen3_tts.requests import ROLE
-from gateway.core.client import EngineClient
-from gateway.core.dispatch import ID_SPAN, Dispatch
-from gateway.core.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
+from gateway.engine_process.client import EngineClient
+from gateway.engine_process.dispatch import ID_SPAN, Dispatch
+from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
                                    Shutdown, Stats, VoiceList)
-from gateway.core.turn_batch import TurnBatch
+from gateway.engine_process.turn_batch import TurnBatch
 
 
 def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import websockets
 
-from gateway.core import EngineSpec, starts
+from gateway.engine_process import EngineSpec, starts
 from gateway.state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from gateway.core import starts
-from gateway.core.worker import EngineWorker
+from gateway.engine_process import starts
+from gateway.engine_process.worker import EngineWorker
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONT_END = ("gateway.server", "gateway.state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
-             "gateway.dialects", "gateway.core.client", "gateway.frontends", "gateway.words", "aligner.live",
+             "gateway.dialects", "gateway.engine_process.client", "gateway.frontends", "gateway.words", "aligner.live",
              "aligner.stream", "aligner.bargein", "aligner.text")
 NO_TORCH = """
 import sys
@@ -65,7 +65,7 @@ def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path)
             import asyncio
             from pathlib import Path
             from engine.api.request import EngineInputError, SynthesisRequest
-            from gateway.core import starts
+            from gateway.engine_process import starts
 
             async def main():
                 client = starts.connect({where!r})
