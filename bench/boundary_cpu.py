@@ -22,13 +22,13 @@ from qwen_tts_client import protocol as p
 
 def run_core(address: str, streams: int) -> None:
     from engine import Engine
-    from gateway.engine_process.worker import EngineWorker
+    from gateway.engine_process.io_loop import CoreIOLoop
 
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=streams)
     engine.scheduler.has_work = engine.scheduler.holds_audio = lambda: False     # the step held: no audio, ever
     engine.step.run = lambda: None
     engine.start()
-    EngineWorker(engine, None, address).serve()
+    CoreIOLoop(engine, None, address).serve()
 
 
 def cpu_seconds(pid: int) -> float:

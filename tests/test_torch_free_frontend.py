@@ -11,7 +11,7 @@ import pytest
 
 from engine import Engine
 from gateway.engine_process import starts
-from gateway.engine_process.worker import EngineWorker
+from gateway.engine_process.io_loop import CoreIOLoop
 
 ROOT = Path(__file__).resolve().parent.parent
 FRONT_END = ("gateway.server", "gateway.state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
@@ -57,8 +57,8 @@ def test_front_end_modules_import_without_torch():
 def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path):
     engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, voices_dir=str(tmp_path)).start()
     where = starts.address()
-    worker = EngineWorker(engine, None, where)
-    thread = threading.Thread(target=worker.serve, daemon=True)
+    io_loop = CoreIOLoop(engine, None, where)
+    thread = threading.Thread(target=io_loop.serve, daemon=True)
     thread.start()
     try:
         out = run_without_torch(f"""
@@ -87,7 +87,7 @@ def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path)
             asyncio.run(main())
         """)
     finally:
-        worker.running = False
+        io_loop.running = False
         thread.join(30)
     assert out.startswith("served")
 

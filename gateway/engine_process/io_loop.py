@@ -17,7 +17,7 @@ log = logging.getLogger("qwen_tts_gateway")
 STATS_S = 0.1
 
 
-class EngineWorker:
+class CoreIOLoop:
     def __init__(self, engine, aligner, address: str):
         self.engine, self.aligner = engine, aligner
         self.ctx = zmq.Context()
@@ -101,4 +101,4 @@ def run_engine_process(spec, address: str, log_level: str = "info") -> None:
         log.debug("the engine core could not start", exc_info=True)
         wire.failure_path(address).write_text(fatal.one_line(exc))
         raise SystemExit(1)
-    EngineWorker(engine, aligner, address).serve(parent)
+    CoreIOLoop(engine, aligner, address).serve(parent)
