@@ -24,7 +24,7 @@ def run_core(address: str, streams: int) -> None:
     from engine import Engine
     from gateway.engine_process.io_loop import CoreIOLoop
 
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=streams)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=streams)
     engine.scheduler.has_work = engine.scheduler.holds_audio = lambda: False     # the step held: no audio, ever
     engine.step.run = lambda: None
     engine.start()

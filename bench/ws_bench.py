@@ -52,7 +52,7 @@ def main():
     p.add_argument("--frames", type=int, default=50)
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    engine = Engine.load(dummy=args.dummy, max_seqs=max(args.concurrency)).start()
+    engine = Engine.load(dummy=args.dummy, max_active=max(args.concurrency)).start()
     server = ServerThread(engine, GatewayConfig(max_frames=args.frames)).start()
     for c in args.concurrency:
         ttfa = []

@@ -18,7 +18,7 @@ SERVERS: dict[int, ServerThread] = {}             # by port
 
 def loaded(words: bool = True, **config) -> ServerThread:
     """`words`: with the aligner."""
-    return ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=4).start(),
+    return ServerThread(Engine.load(dummy="tiny", device="cpu", max_active=4).start(),
                         GatewayConfig(api_keys=(KEY,), **config),
                         aligner=Aligner.load(dummy="tiny", device="cpu") if words else None)
 

@@ -20,7 +20,7 @@ KEY = "sekrit-key-123"
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_frames=FRAMES),
                        log_level="info").start()
     yield srv

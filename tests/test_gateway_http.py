@@ -21,7 +21,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=8).start()
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=8).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=FRAMES, shutdown_grace=10.0)).start()
     yield srv
     srv.stop()

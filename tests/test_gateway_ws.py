@@ -25,7 +25,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3,
                            context_timeout=2.0, max_frames=FRAMES)
     srv = ServerThread(engine, config, clock=FakeClock()).start()    # its timeouts pass only when a test says

@@ -32,7 +32,7 @@ ROUTES = [  # method, path, headers, JSON body, the error code as the route's sh
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_frames=6)).start()
     yield srv
     srv.stop()

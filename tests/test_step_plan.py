@@ -25,7 +25,7 @@ def stream_state(s) -> tuple:
 
 
 def test_the_runner_writes_no_stream_state_and_the_step_shape_is_kept():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4, clock=FakeClock())    # not started: steps by hand
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4, clock=FakeClock())    # not started: steps by hand
     runner, calls = engine.runner, []
     for name in ("start", "prefill", "predict", "decode", "talk"):
         def checked(*args, _run=getattr(runner, name), _name=name):
@@ -48,7 +48,7 @@ def test_the_runner_writes_no_stream_state_and_the_step_shape_is_kept():
 
 
 def test_a_prompt_too_long_is_ended_by_the_update_not_by_a_callback_from_the_scan():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48)     # prompts up to 95 tokens
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, kv_tokens_per_stream=48)     # prompts up to 95 tokens
     engine.scheduler.admission.kv_tokens = 1 << 20          # past admission's estimate: the scheduler must see it
     long, short = (engine.submit(SynthesisRequest(text=t, instruct=i)) for t, i in (("Hi", "x " * 100),
                                                                                      ("Short one.", None)))

@@ -55,7 +55,7 @@ def test_front_end_modules_import_without_torch():
 
 @pytest.mark.slow                                   # processes
 def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path):
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, voices_dir=str(tmp_path)).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, voices_dir=str(tmp_path)).start()
     where = starts.address()
     io_loop = CoreIOLoop(engine, None, where)
     thread = threading.Thread(target=io_loop.serve, daemon=True)
