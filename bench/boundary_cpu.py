@@ -86,7 +86,7 @@ def main() -> None:
     args = ap.parse_args()
     from gateway.frontends import run_frontend
     from gateway.limits import Limits
-    from gateway.state import GatewayConfig
+    from gateway.app_state import GatewayConfig
 
     address, port = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-bench-')}/engine", free_port()
     config = GatewayConfig(context_timeout=600, limits=Limits(max_pending_chars=10 ** 7,

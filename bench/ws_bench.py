@@ -18,7 +18,7 @@ import websockets  # noqa: E402
 
 from bench.workload import workload  # noqa: E402
 from engine import Engine  # noqa: E402
-from gateway.state import GatewayConfig  # noqa: E402
+from gateway.app_state import GatewayConfig  # noqa: E402
 from tests.server_thread import ServerThread  # noqa: E402
 from qwen_tts_client import protocol  # noqa: E402
 

@@ -13,7 +13,7 @@ from engine import Engine
 from engine.core.clock import REAL_CLOCK
 from fake_clock import FakeClock
 from gateway.limits import Limits
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from stand_in_aligner import StandIn

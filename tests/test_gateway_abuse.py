@@ -9,7 +9,7 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle

@@ -12,7 +12,7 @@ import websockets
 
 from engine import Engine
 from gateway.limits import Limits
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from integration_helpers import wait_until

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 

@@ -12,7 +12,7 @@ import websockets
 
 from engine import Engine
 from engine.api.wav import write_wav
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 

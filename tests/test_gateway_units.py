@@ -145,7 +145,7 @@ def test_the_outbox_writes_in_order_closes_after_a_failed_write_and_sees_a_stall
 def test_the_aligner_timeout_follows_the_engine_s_device_unless_set():
     from types import SimpleNamespace
 
-    from gateway.state import Gateway, GatewayConfig
+    from gateway.app_state import Gateway, GatewayConfig
     on = {device: SimpleNamespace(info={"device": device}, on_failure=None) for device in ("cuda", "cpu")}
     assert Gateway(GatewayConfig(), on["cuda"]).aligner_timeout == 5.0
     assert Gateway(GatewayConfig(), on["cpu"]).aligner_timeout == 60.0      # the published aligner: ~17 s a job

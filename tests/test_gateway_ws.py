@@ -10,7 +10,7 @@ import websockets
 
 from engine import Engine, SamplingParams, SynthesisRequest
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p

@@ -11,7 +11,7 @@ from websockets.sync.client import connect
 
 from engine import Engine
 from gateway.dialects import elevenlabs
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 
 KEY = "route-key"

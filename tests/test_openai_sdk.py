@@ -15,7 +15,7 @@ import pytest
 from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.handle import RequestHandle
 from gateway.audio import to_pcm16
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
 

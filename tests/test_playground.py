@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from integration_helpers import KEY
 from stand_in_aligner import StandIn

@@ -14,7 +14,7 @@ from gateway.engine_process import starts
 from gateway.engine_process.io_loop import CoreIOLoop
 
 ROOT = Path(__file__).resolve().parent.parent
-FRONT_END = ("gateway.server", "gateway.state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
+FRONT_END = ("gateway.server", "gateway.app_state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
              "gateway.dialects", "gateway.engine_process.client", "gateway.frontends", "gateway.words", "aligner.live",
              "aligner.stream", "aligner.bargein", "aligner.text")
 NO_TORCH = """
@@ -94,7 +94,7 @@ def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path)
 
 def test_the_front_end_counts_audio_at_the_engine_s_rate():
     from gateway.metrics import Metrics
-    from gateway.streams import EngineStream
+    from gateway.engine_stream import EngineStream
 
     class Engine16k:
         info = dict(sample_rate=16000, samples_per_frame=1280)

@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from engine import Engine
 from engine.api import voice_input
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from test_gateway_fuzz import HTTP_CODES, floats, json_values, unicode
 from qwen_tts_client import protocol as p

@@ -10,7 +10,7 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from wav_headers import wav_bytes

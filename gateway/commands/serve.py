@@ -69,7 +69,7 @@ def run(args, argv: list[str]) -> int:
     from ..fatal import StartupError
     from ..frontends import listening_socket, refuse_taken, share, start_frontends
     from ..server import GatewayServer, create_app, uvicorn_config
-    from ..state import Gateway, GatewayConfig
+    from ..app_state import Gateway, GatewayConfig
 
     refuse_taken(args.host, args.port)
     if args.replicas:
