@@ -343,7 +343,8 @@ def main():
     times = args.times or ("model" if args.model else "stand-in")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.device != "cpu" else "cpu"
     engine = Engine.load(model=args.tts_model, dummy=None if args.tts_model else args.tts_dummy,
-                         device=args.device, max_active=max(args.concurrency), kv_tokens_per_stream=args.kv_tokens).start()
+                         device=args.device, max_active=max(args.concurrency),
+                         kv_tokens_per_stream=args.kv_tokens).start()
     t0 = time.perf_counter()
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, graphs=False if args.eager else None)
     graphs = sum(len(stage.graphs) for stage in aligner.model.encoder + aligner.model.text)

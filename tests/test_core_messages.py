@@ -14,8 +14,8 @@ from engine.api.handle import RequestHandle
 from engine.models.qwen3_tts.requests import ROLE
 from gateway.engine_process.client import EngineClient
 from gateway.engine_process.dispatch import ID_SPAN, Dispatch
-from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
-                                   Shutdown, Stats, VoiceList)
+from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready,
+                                             RegisterVoice, Shutdown, Stats, VoiceList)
 from gateway.engine_process.turn_batch import TurnBatch
 
 

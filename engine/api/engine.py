@@ -66,7 +66,8 @@ class Engine:
         gc.collect()
         gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
-        admission = Admission(max_active, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
+        kv_tokens = (kv.num_blocks - 1) * block_size
+        admission = Admission(max_active, kv_tokens, block_size, model.prompt_tokens, max_step_ms)
         self.scheduler = Scheduler(model, max_active, max_prefill_tokens, kv, admission,
                                    self.runner.max_blocks * block_size, max_queue_ms / 1000)
         self.voices = model.voices(voices_dir, max_voices)

@@ -6,8 +6,10 @@ HORIZON_TOKENS = 512           # KV held per open-length stream
 
 
 class Admission:
-    def __init__(self, max_active: int, kv_tokens: int, block_size: int, prompt_tokens, max_step_ms: float | None = None):
-        self.max_active, self.kv_tokens, self.block_size, self.max_step_ms = max_active, kv_tokens, block_size, max_step_ms
+    def __init__(self, max_active: int, kv_tokens: int, block_size: int, prompt_tokens,
+                 max_step_ms: float | None = None):
+        self.max_active, self.kv_tokens, self.block_size = max_active, kv_tokens, block_size
+        self.max_step_ms = max_step_ms
         self.prompt_tokens = prompt_tokens
         self.reserved = 0
         self.prefixes: dict = {}       # prefix key -> (admitted users, tokens)

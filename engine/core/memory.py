@@ -66,9 +66,9 @@ def kv_blocks_for_memory(runner, utilization: float, max_active: int, graph_byte
     blocks = blocks if cap is None else min(blocks, cap)
     log.info("KV cache: %.1f GiB = %.2f x %.1f GiB (%s) - %.1f GiB in use - %.1f GiB for graphs - %.1f GiB margin%s: "
              "%d blocks of %d tokens (%d tokens, %.0f KiB a token)", blocks * block_bytes(runner) / GIB, utilization,
-             total / GIB, where, in_use / GIB, graphs / GIB, MARGIN / GIB, f", at most {CPU_TOKENS_PER_STREAM} tokens a "
-             f"stream" if cap else "", blocks, runner.block_size, blocks * runner.block_size,
-             block_bytes(runner) / runner.block_size / 1024)
+             total / GIB, where, in_use / GIB, graphs / GIB, MARGIN / GIB,
+             f", at most {CPU_TOKENS_PER_STREAM} tokens a stream" if cap else "", blocks, runner.block_size,
+             blocks * runner.block_size, block_bytes(runner) / runner.block_size / 1024)
     if blocks * runner.block_size < MIN_TOKENS:
         need = (MIN_TOKENS // runner.block_size * block_bytes(runner) + graphs + MARGIN) / GIB
         raise ModelLoadError(
