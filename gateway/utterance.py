@@ -28,7 +28,7 @@ class Utterance:
         return not "".join(self.parts).strip()
 
     @property
-    def pending(self) -> int:
+    def pending_chars(self) -> int:
         return self.chars + 1
 
     def start(self, s: p.Text, gateway) -> None:

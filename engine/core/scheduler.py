@@ -43,7 +43,7 @@ class Scheduler:
         return any(s.frame_started or s.text.ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
-        return any(s.playout.pending for s in self.running)
+        return any(s.playout.unsent for s in self.running)
 
     def admitting(self) -> bool:
         return bool(self.free_slots) and any(s.text.num_text_ids or s.text.closed for s in self.waiting)
