@@ -1,4 +1,4 @@
-"""The alignment worker: one thread batches every context's jobs, most urgent first, run in turns between the engine's
+"""The alignment service: one thread batches every context's jobs, most urgent first, run in turns between the engine's
 steps; a failed batch is split until only the job that fails alone loses its words; a new context gets words only
 while the device time planned for them covers its demand."""
 import contextlib

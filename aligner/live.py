@@ -51,7 +51,7 @@ class LiveWords:
             self.changed.set()
 
     async def settled(self) -> None:
-        while self.stream.pending and not (self.failed or self.task.done()):
+        while self.stream.owes_words and not (self.failed or self.task.done()):
             self.progress.clear()
             await self.progress.wait()
 

@@ -85,7 +85,8 @@ class WordStream:
         self.utterances.append(_Utterance(u.index + 1, u.time + (u.window + u.length) / self.rate))
 
     @property
-    def pending(self) -> bool:
+    def owes_words(self) -> bool:
+        """An utterance whose audio ended has words not settled yet."""
         return self.utterances[0].text_end is not None
 
     @property

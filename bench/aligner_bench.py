@@ -326,7 +326,7 @@ def main():
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     p.add_argument("--rounds", type=float, default=1.0, help="streams per level = rounds * concurrency")
     p.add_argument("--max-chars", type=int, default=300)
-    p.add_argument("--kv-tokens", type=int, default=384, help="talker KV tokens reserved per stream")
+    p.add_argument("--kv-tokens-per-stream", type=int, default=384, help="talker KV tokens reserved per stream")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--windows", type=float, nargs="+", default=[2.0, 4.0, 8.0])
     p.add_argument("--max-batch", type=int, default=128, help="alignment jobs per forward")
@@ -343,7 +343,8 @@ def main():
     times = args.times or ("model" if args.model else "stand-in")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.device != "cpu" else "cpu"
     engine = Engine.load(model=args.tts_model, dummy=None if args.tts_model else args.tts_dummy,
-                         device=args.device, max_seqs=max(args.concurrency), kv_tokens_per_seq=args.kv_tokens).start()
+                         device=args.device, max_active=max(args.concurrency),
+                         kv_tokens_per_stream=args.kv_tokens_per_stream).start()
     t0 = time.perf_counter()
     aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, graphs=False if args.eager else None)
     graphs = sum(len(stage.graphs) for stage in aligner.model.encoder + aligner.model.text)

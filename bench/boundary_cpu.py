@@ -22,13 +22,13 @@ from qwen_tts_client import protocol as p
 
 def run_core(address: str, streams: int) -> None:
     from engine import Engine
-    from gateway.core.worker import EngineWorker
+    from gateway.engine_process.io_loop import CoreIOLoop
 
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=streams)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=streams)
     engine.scheduler.has_work = engine.scheduler.holds_audio = lambda: False     # the step held: no audio, ever
     engine.step.run = lambda: None
     engine.start()
-    EngineWorker(engine, None, address).serve()
+    CoreIOLoop(engine, None, address).serve()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -86,7 +86,7 @@ def main() -> None:
     args = ap.parse_args()
     from gateway.frontends import run_frontend
     from gateway.limits import Limits
-    from gateway.state import GatewayConfig
+    from gateway.app_state import GatewayConfig
 
     address, port = f"ipc://{tempfile.mkdtemp(prefix='qwen-tts-bench-')}/engine", free_port()
     config = GatewayConfig(context_timeout=600, limits=Limits(max_pending_chars=10 ** 7,

@@ -86,8 +86,8 @@ def main():
     p.add_argument("--poisson-streams", type=int, default=200)
     p.add_argument("--max-chars", type=int, default=500)
     p.add_argument("--chunk-frames", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    p.add_argument("--max-seqs", type=int, default=0)
-    p.add_argument("--kv-tokens", type=int, default=1024, help="talker KV tokens reserved per stream")
+    p.add_argument("--max-active", type=int, default=0)
+    p.add_argument("--kv-tokens-per-stream", type=int, default=1024, help="talker KV tokens reserved per stream")
     p.add_argument("--profile", action="store_true", help="synchronize and time each stage (slower)")
     p.add_argument("--host-profile", action="store_true", help="cProfile the engine thread's steps per level")
     p.add_argument("--serial-decode", action="store_true", help="the codec decode after the talker, not beside it")
@@ -98,10 +98,10 @@ def main():
     p.add_argument("--json")
     args = p.parse_args()
     import torch
-    max_seqs = args.max_seqs or max(args.concurrency)
+    max_active = args.max_active or max(args.concurrency)
     t0 = time.perf_counter()
-    engine = Engine.load(model=args.model, dummy=None if args.model else args.dummy, max_seqs=max_seqs,
-                         kv_tokens_per_seq=args.kv_tokens,
+    engine = Engine.load(model=args.model, dummy=None if args.model else args.dummy, max_active=max_active,
+                         kv_tokens_per_stream=args.kv_tokens_per_stream,
                          kernels=KernelSettings(side_decode=not args.serial_decode)).start()
     print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", flush=True)
     engine.step.profile = args.profile

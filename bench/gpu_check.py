@@ -141,7 +141,7 @@ def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requ
     for name in paths:
         graphs, kernel, side = PATHS[name]
         t0 = time.perf_counter()
-        engine = Engine.load(dummy=dummy, dtype=dtype, max_seqs=8, use_graphs=graphs, kv_tokens_per_seq=2048,
+        engine = Engine.load(dummy=dummy, dtype=dtype, max_active=8, use_graphs=graphs, kv_tokens_per_stream=2048,
                              kernels=KernelSettings(triton=kernel, side_decode=side)).start()
         outputs[name] = run(engine, make_requests(engine))
         engine.shutdown()

@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    engine = Engine.load(dummy=args.dummy, max_seqs=64).start()
+    engine = Engine.load(dummy=args.dummy, max_active=64).start()
     model, stages = engine.model, {}
     enc = model.tts.speaker_encoder
     enc.embed = timed(enc.embed, "speaker_embed", stages)

@@ -89,7 +89,7 @@ def main():
     p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     args = p.parse_args()
     max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_seqs=max_b, kv_tokens_per_seq=args.context + 64,
+    engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=args.context + 64,
                          kernels=KernelSettings(few_rows=args.few_rows))
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")

@@ -51,9 +51,9 @@ def main() -> None:
     ap.add_argument("--reference-s", type=float, default=5.0)
     ap.add_argument("--frames", type=int, default=8)
     args = ap.parse_args()
-    clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=max(args.streams)).start()
+    clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_active=max(args.streams)).start()
     clone.register_voice("clone", VoiceRef(reference_audio(args.reference_s), SR, REF_TEXT)).result()
-    speaker = Engine.load(dummy="tiny", device="cpu", max_seqs=max(args.streams)).start()
+    speaker = Engine.load(dummy="tiny", device="cpu", max_active=max(args.streams)).start()
     print(f"reference {args.reference_s:.0f} s ({clone.voices.get('clone').ref_codes.shape[0]} frames); "
           f"{args.frames} frames per request; {torch.get_num_threads()} CPU threads")
     for engine, voice in ((clone, "clone"), (speaker, "vivian")):

@@ -18,7 +18,7 @@ import websockets  # noqa: E402
 
 from bench.workload import workload  # noqa: E402
 from engine import Engine  # noqa: E402
-from gateway.state import GatewayConfig  # noqa: E402
+from gateway.app_state import GatewayConfig  # noqa: E402
 from tests.server_thread import ServerThread  # noqa: E402
 from qwen_tts_client import protocol  # noqa: E402
 
@@ -52,7 +52,7 @@ def main():
     p.add_argument("--frames", type=int, default=50)
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    engine = Engine.load(dummy=args.dummy, max_seqs=max(args.concurrency)).start()
+    engine = Engine.load(dummy=args.dummy, max_active=max(args.concurrency)).start()
     server = ServerThread(engine, GatewayConfig(max_frames=args.frames)).start()
     for c in args.concurrency:
         ttfa = []

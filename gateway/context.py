@@ -31,7 +31,7 @@ class Context:
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
-        self.pending = 0                 # held against --max-pending-chars: its utterances not spoken yet
+        self.pending_chars = 0           # held against --max-pending-chars: its utterances not spoken yet
         self.last_activity = self.clock.monotonic()
         self.listener = ListenerClock(fmt.sample_rate)     # when a real-time player of the context needs each chunk
         self.changed = asyncio.Event()
@@ -88,7 +88,7 @@ class Context:
             if utterance.stream:
                 utterance.stream.cancel()
         self.utterances.clear()
-        self.pending = 0
+        self.pending_chars = 0
         self.changed.set()
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()              # not left waiting on a chunk when the loop closes
@@ -120,12 +120,12 @@ class Context:
 
     def _hold(self, n: int) -> None:
         limits = self.session.gateway.config.limits
-        socket = sum(c.pending for c in self.session.contexts.values() if c is not self) + self.pending
-        if self.pending + n > limits.max_pending_chars or socket + n > limits.max_pending_chars_per_socket:
+        socket = sum(c.pending_chars for c in self.session.contexts.values() if c is not self) + self.pending_chars
+        if self.pending_chars + n > limits.max_pending_chars or socket + n > limits.max_pending_chars_per_socket:
             raise p.ProtocolError(p.TOO_MUCH_PENDING_TEXT, f"at most {limits.max_pending_chars} characters per "
                                   f"context ({limits.max_pending_chars_per_socket} per socket) may wait to be spoken: "
                                   "send text as it is spoken", self.id)
-        self.pending += n
+        self.pending_chars += n
 
     def _start_next(self) -> None:
         head = self.utterances[0] if self.utterances else None
@@ -142,7 +142,7 @@ class Context:
                 if not await self._wait(lambda: head.closer):
                     return
                 self.utterances.popleft()
-                self.pending -= head.pending
+                self.pending_chars -= head.pending_chars
                 if self.words:
                     if head.stream is None:
                         self.words.add_audio(np.zeros(0, np.float32), final=True)

@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import socket
 
-from .core import starts
+from .engine_process import starts
 from .fatal import StartupError
 
 
@@ -52,7 +52,7 @@ def start_frontends(n: int, config, address: str, host: str, port: int, log_leve
 def run_frontend(config, address: str, host: str, port: int, log_level: str) -> None:
     """Stopped by serve (SIGTERM), never by the terminal's Ctrl-C, so that it drains in order."""
     from .server import GatewayServer, create_app, uvicorn_config
-    from .state import Gateway
+    from .app_state import Gateway
 
     os.setsid()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s frontend: %(message)s")

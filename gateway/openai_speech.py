@@ -12,7 +12,7 @@ from .body import body_field, read_json
 from .containers import FORMATS, SIZED, ContainerEncoder
 from .http_api import ApiError, api
 from .speech_body import StreamedSpeech, audio_body, opened
-from .streams import EngineStream
+from .engine_stream import EngineStream
 from .tempo import MAX_SPEED, MIN_SPEED
 from .text_filter import FILTERS, Filters
 from .voice_map import resolve

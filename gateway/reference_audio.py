@@ -43,7 +43,7 @@ def parse_registration(data: bytes, target_rate: int) -> dict:
 
 
 class ReferenceDecoder:
-    """One worker process, started at the first registration (spawned: it imports neither torch nor the server)."""
+    """One decoding process, started at the first registration (spawned: it imports neither torch nor the server)."""
 
     def __init__(self):
         self.pool: ProcessPoolExecutor | None = None

@@ -14,7 +14,7 @@ from starlette.websockets import WebSocket
 from qwen_tts_client import protocol as p
 
 from . import dialects, http_api, log_filters, openai_speech
-from .state import Gateway
+from .app_state import Gateway
 from .session import Session
 
 STATIC = Path(__file__).parent / "static"           # the playground's page, script and style

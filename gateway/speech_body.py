@@ -8,7 +8,7 @@ from typing import AsyncIterator, Callable
 import numpy as np
 from starlette.responses import StreamingResponse
 
-from .streams import EngineStream
+from .engine_stream import EngineStream
 
 log = logging.getLogger("qwen_tts_gateway")
 Encode = Callable[[np.ndarray, bool], bytes]        # (pcm, final) -> the response's bytes

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from engine import SamplingParams, SynthesisRequest
 from qwen_tts_client import protocol as p
 
-from .streams import EngineStream
+from .engine_stream import EngineStream
 
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
 NON_STREAMING_TEXT = {"streaming": False, "whole": True}     # text_layout -> the engine's non_streaming_text
@@ -28,7 +28,7 @@ class Utterance:
         return not "".join(self.parts).strip()
 
     @property
-    def pending(self) -> int:
+    def pending_chars(self) -> int:
         return self.chars + 1
 
     def start(self, s: p.Text, gateway) -> None:

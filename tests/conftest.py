@@ -17,7 +17,7 @@ def engine():
     """One started tiny engine (8 streams) for the files that only submit to it and restore what they patch; a file
     may define its own. A gateway's engine is its own: the engine core serving it shuts it down with the gateway."""
     from engine import Engine
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=8).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=8).start()
     yield engine
     engine.shutdown()
 

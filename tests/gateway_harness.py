@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aligner import Aligner
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from integration_helpers import KEY
 
@@ -18,7 +18,7 @@ SERVERS: dict[int, ServerThread] = {}             # by port
 
 def loaded(words: bool = True, **config) -> ServerThread:
     """`words`: with the aligner."""
-    return ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=4).start(),
+    return ServerThread(Engine.load(dummy="tiny", device="cpu", max_active=4).start(),
                         GatewayConfig(api_keys=(KEY,), **config),
                         aligner=Aligner.load(dummy="tiny", device="cpu") if words else None)
 

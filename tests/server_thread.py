@@ -6,9 +6,9 @@ import time
 import httpx
 
 from engine.core.clock import REAL_CLOCK, Clock
-from gateway.core import EngineClient, starts
+from gateway.engine_process import EngineClient, starts
 from gateway.server import GatewayServer, create_app, uvicorn_config
-from gateway.state import Gateway, GatewayConfig
+from gateway.app_state import Gateway, GatewayConfig
 
 
 class ServerThread:

@@ -14,10 +14,10 @@ VOICE = SimpleNamespace(key="voice", length=16)
 MODEL = SimpleNamespace(audio=AudioFormat(num_codebooks=1, samples_per_frame=4, sample_rate=50), eos=-1)
 
 
-def scheduler(max_seqs=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
-    admission = Admission(max_seqs, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
+def scheduler(max_active=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
+    admission = Admission(max_active, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
                           max_step_ms=max_step_ms)
-    return Scheduler(MODEL, max_seqs, 256, SimpleNamespace(release=lambda seq: None), admission, 4096, max_queue_s)
+    return Scheduler(MODEL, max_active, 256, SimpleNamespace(release=lambda seq: None), admission, 4096, max_queue_s)
 
 
 def seq(i: int, max_frames: int | None = 10, closed: bool = True) -> Sequence:
@@ -68,7 +68,7 @@ def test_a_new_context_queues_behind_those_waiting_even_when_a_slot_just_freed()
 
 
 def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
-    sched = scheduler(max_seqs=1, kv_tokens=1024)
+    sched = scheduler(max_active=1, kv_tokens=1024)
     a, b = seq(0), seq(1, max_frames=None)
     sched.add(a, 40.0, now=0.0)
     start(sched, a)
@@ -83,7 +83,7 @@ def test_a_queued_context_whose_text_outgrows_the_whole_cache_fails_alone():
 
 def test_a_closed_text_ends_when_the_model_has_ended_texts_so_far_not_at_its_runaway_guard():
     def near_its_end(learned: bool) -> Scheduler:
-        sched = scheduler(max_seqs=1)
+        sched = scheduler(max_active=1)
         if learned:                          # the model ended a 10-id text after 20 frames
             x = seq(9, max_frames=None)
             sched.add(x, 40.0, now=0.0)
@@ -119,7 +119,7 @@ def test_a_full_server_answers_busy_at_once(case):
 
 
 def test_a_queued_context_past_the_bound_gets_busy_with_a_clear_message():
-    sched = scheduler(max_seqs=1)
+    sched = scheduler(max_active=1)
     a, b = seq(0), seq(1)
     sched.add(a, 40.0, now=0.0)
     start(sched, a)
@@ -133,7 +133,7 @@ def test_a_queued_context_past_the_bound_gets_busy_with_a_clear_message():
 
 
 def test_a_cancel_while_queued_removes_it_and_the_next_one_takes_its_place():
-    sched = scheduler(max_seqs=1)
+    sched = scheduler(max_active=1)
     a, b, c = seq(0), seq(1), seq(2, max_frames=None)
     sched.add(a, 40.0, now=0.0)
     start(sched, a)
@@ -148,7 +148,7 @@ def test_a_cancel_while_queued_removes_it_and_the_next_one_takes_its_place():
 
 
 def test_a_step_slow_from_starting_streams_queues_and_a_step_that_started_none_admits():
-    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    sched = scheduler(max_active=8, max_step_ms=64.0)
     a = seq(0)
     sched.add(a, 10.0, now=0.0)
     start(sched, a)
@@ -164,7 +164,7 @@ def test_a_step_slow_from_starting_streams_queues_and_a_step_that_started_none_a
 
 
 def test_a_batch_past_the_step_bound_without_starts_is_full_though_streams_start_and_idling_measures_nothing():
-    sched = scheduler(max_seqs=8, max_step_ms=64.0)
+    sched = scheduler(max_active=8, max_step_ms=64.0)
     a = seq(0, max_frames=None, closed=False)
     sched.add(a, 10.0, now=0.0)
     start(sched, a)

@@ -17,7 +17,7 @@ def run_until(predicate, engine, timeout_s: float = 60.0) -> None:
 
 def test_an_engine_queues_a_burst_its_text_settles_meanwhile_and_a_queued_one_past_the_bound_gets_busy():
     clock = FakeClock()
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, max_queue_ms=60_000, clock=clock).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, max_queue_ms=60_000, clock=clock).start()
     try:
         firsts, ends = [], []
 

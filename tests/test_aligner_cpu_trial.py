@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gateway.commands import serve
-from gateway.core import EngineSpec
+from gateway.engine_process import EngineSpec
 
 pytestmark = pytest.mark.slow                # `serve` processes
 

@@ -13,14 +13,14 @@ from engine import Engine
 from engine.core.clock import REAL_CLOCK
 from fake_clock import FakeClock
 from gateway.limits import Limits
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from stand_in_aligner import StandIn
 
 
 def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0):
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     config = GatewayConfig(max_contexts_per_socket=4, max_frames=30, aligner_timeout=aligner_timeout,
                            context_timeout=600, limits=Limits(max_outbound_seconds=600))   # past a fake clock's leaps
     return ServerThread(engine, config, aligner=aligner, clock=clock).start()

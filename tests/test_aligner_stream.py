@@ -73,7 +73,7 @@ def test_single_utterance_settles_every_word_once(lag):
     speak(stream, truth, duration(truth, 0.0), sent, lag)
     check_words(sent, text, truth)
     assert [w.char_start for w in sent] == [u.start for u in segment(text, "english")]   # covers the whole text
-    assert not stream.pending and stream.job() is None
+    assert not stream.owes_words and stream.job() is None
 
 
 def test_streamed_text_waits_for_the_last_unit():
@@ -136,7 +136,7 @@ def test_blank_utterance_settles_nothing():
     stream.add_text(" ... ")
     stream.close_utterance()
     speak(stream, {}, 0.4, sent)
-    assert sent == [] and not stream.pending
+    assert sent == [] and not stream.owes_words
 
 
 WORDS = [Word("Hello", 0.1, 0.5, 0, 5), Word("big", 0.6, 0.8, 7, 10), Word("world", 1.0, 1.4, 11, 16)]
@@ -250,7 +250,7 @@ def live(stream: WordStream, truth: dict, seconds: float, rtf: float, latency: f
         frames += n
         arrivals.append((0.02 + frames * 0.08 * rtf, n))
     now, first, aligned, leads, running = 0.0, arrivals[0][0], 0.0, [], None
-    while arrivals or running or stream.pending:
+    while arrivals or running or stream.owes_words:
         played = max(0.0, now - first)
         wake = [t for t in (arrivals[0][0] if arrivals else None, running and running[1]) if t]
         if not running and now >= first and stream.due_in(played) > 0:

@@ -58,7 +58,7 @@ def test_a_folder_every_user_may_write_is_refused_in_one_line(env, tmp_path):
 
 def test_serve_sets_the_caches_before_it_starts_the_engine_core(env, tmp_path, monkeypatch):
     from gateway.commands import serve
-    from gateway.core import starts
+    from gateway.engine_process import starts
 
     def spawn(spec, log_level):
         seen.update({v: os.environ.get(v) for v in cache_dir.VARIABLES})

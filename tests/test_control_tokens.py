@@ -16,7 +16,7 @@ def controls(model, ids) -> list[int]:
 
 
 def test_streamed_text_and_instruct_are_plain_text():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1)           # not started: the test drains its inbox
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=1)           # not started: the test drains its inbox
     model = engine.model
     handle = engine.submit(SynthesisRequest(text=HOSTILE[:9], instruct=HOSTILE, text_complete=False))
     engine.thread._drain(0.0)

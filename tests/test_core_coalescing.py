@@ -9,7 +9,7 @@ from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.commands import AppendText, CancelRequest, CloseText
 from engine.api.interface import EngineInterface
 from engine.core.sequence import Sequence
-from gateway.core import starts
+from gateway.engine_process import starts
 
 TEXTS = ["Pieces of one sentence, merged.", "Another context, its pieces interleaved."]
 
@@ -20,7 +20,7 @@ def request(text: str, complete: bool) -> SynthesisRequest:
 
 
 def test_a_turns_appends_reach_the_engine_merged_in_order_and_speak_as_the_whole_text():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     whole = [np.concatenate([c.codes for c in engine.submit(request(t, True)).iter_blocking()]) for t in TEXTS]
     batches, apply = [], engine.apply
     engine.apply = lambda commands: batches.append(commands) or apply(commands)

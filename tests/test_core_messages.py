@@ -12,11 +12,11 @@ from engine import AudioChunk, Engine, EngineInputError, SynthesisRequest
 from engine.api.commands import AddRequest, AppendText, Batch, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
 from engine.models.qwen3_tts.requests import ROLE
-from gateway.core.client import EngineClient
-from gateway.core.dispatch import ID_SPAN, Dispatch
-from gateway.core.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice,
-                                   Shutdown, Stats, VoiceList)
-from gateway.core.turn_batch import TurnBatch
+from gateway.engine_process.client import EngineClient
+from gateway.engine_process.dispatch import ID_SPAN, Dispatch
+from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready,
+                                             RegisterVoice, Shutdown, Stats, VoiceList)
+from gateway.engine_process.turn_batch import TurnBatch
 
 
 def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():
@@ -110,7 +110,7 @@ def test_the_client_dispatches_every_core_message_by_its_type():
     async def run():
         client = EngineClient(lambda: None, "ipc:///nonexistent/engine")
         client.ready = asyncio.get_running_loop().create_future()
-        rules = Engine.load(dummy="tiny", device="cpu", max_seqs=1).description()
+        rules = Engine.load(dummy="tiny", device="cpu", max_active=1).description()
         client._dispatch([Ready(dict(rules, aligner=False), 7 * ID_SPAN), VoiceList(["ann"]), Stats({"active": 3}),
                           "unknown"])
         handle = client.submit(SynthesisRequest(text="Hi"))
@@ -135,7 +135,7 @@ def voice_key(client, future) -> int:
 
 
 def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_command():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2)       # not started: the test drains its inbox
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2)       # not started: the test drains its inbox
     request = lambda: SynthesisRequest(text="", text_complete=False)
     a, b = (engine.sequence(i, engine.validator.prepare(request()), RequestHandle(i)) for i in (1, 2))
     engine.apply([a, b, AppendText(1, "One, "), AppendText(2, "Un, "), "unknown", AppendText(1, "two."),

@@ -8,25 +8,25 @@ import pytest
 
 from bench.load_server import ROOT
 from engine import Engine
-from engine.core.memory import CPU_TOKENS_PER_SEQ, GIB, MARGIN
+from engine.core.memory import CPU_TOKENS_PER_STREAM, GIB, MARGIN
 
 WEIGHTS_1_7B = 7.7 * GIB          # fp32 (README, Memory)
 KV_TOKEN_FP32 = 224 << 10          # 28 layers x 8 KV heads x 128 x K and V x 4 bytes
 
 
-def sized(monkeypatch, ram: int, max_seqs: int) -> int:
+def sized(monkeypatch, ram: int, max_active: int) -> int:
     monkeypatch.setattr("engine.core.memory.available_ram", lambda: ram)
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=max_seqs)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=max_active)
     return (engine.runner.kv.num_blocks - 1) * engine.runner.block_size
 
 
 @pytest.mark.slow                                   # caches of 500k tokens
 def test_the_cache_takes_the_share_of_ram_left_at_most_2048_tokens_a_stream(monkeypatch):
-    assert sized(monkeypatch, 64 * GIB, 8) == 8 * CPU_TOKENS_PER_SEQ                   # plenty: the cap
+    assert sized(monkeypatch, 64 * GIB, 8) == 8 * CPU_TOKENS_PER_STREAM                   # plenty: the cap
     token = 2 * 2 * 2 * 16 * 4                                                          # tiny: 512 bytes a token
     ram = MARGIN + 600 * 1024 * token                                                   # room for ~500k tokens
     tokens = sized(monkeypatch, ram, 1024)
-    assert tokens == int(0.9 * ram - MARGIN) // (16 * token) * 16 < 1024 * CPU_TOKENS_PER_SEQ
+    assert tokens == int(0.9 * ram - MARGIN) // (16 * token) * 16 < 1024 * CPU_TOKENS_PER_STREAM
 
 
 @pytest.mark.slow

@@ -8,8 +8,8 @@ import httpx
 import pytest
 import websockets
 
-from gateway.core import EngineSpec, starts
-from gateway.state import GatewayConfig
+from gateway.engine_process import EngineSpec, starts
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 

@@ -3,14 +3,14 @@ line for the front end, instead of serving stats while every stream hangs."""
 import threading
 from types import SimpleNamespace
 
-from gateway.core import starts
-from gateway.core.worker import EngineWorker
+from gateway.engine_process import starts
+from gateway.engine_process.io_loop import CoreIOLoop
 
 
 def test_the_core_stops_serving_once_its_engine_thread_is_gone():
     engine = SimpleNamespace(thread=SimpleNamespace(is_alive=lambda: False), shutdown=lambda: None,
                              stats=lambda: {}, voice_names=lambda: [])
-    worker = EngineWorker(engine, None, starts.address())
+    worker = CoreIOLoop(engine, None, starts.address())
     serving = threading.Thread(target=worker.serve, daemon=True)
     serving.start()
     serving.join(10)

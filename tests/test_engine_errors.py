@@ -13,7 +13,7 @@ from reference import cached_model_dir, official_generate
 
 @pytest.fixture(scope="module")
 def engines(engine):
-    built = {v: Engine.load(dummy=v, device="cpu", max_seqs=2).start()
+    built = {v: Engine.load(dummy=v, device="cpu", max_active=2).start()
              for v in ("tiny-1.7B-Base", "tiny-0.6B-CustomVoice", "tiny-1.7B-VoiceDesign")}
     yield {"tiny": engine, **built}
     for e in built.values():
@@ -102,7 +102,7 @@ def test_unusable_reference_audio_fails_that_request_only(engines):
 
 @pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_cut():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48).start()   # 6 blocks of 16
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, kv_tokens_per_stream=48).start()   # 6 blocks of 16
     try:
         with pytest.raises(EngineInputError, match="KV tokens") as err:
             list(engine.submit(SynthesisRequest(text="Too long for any cache.", max_frames=200)).iter_blocking())
@@ -126,7 +126,7 @@ def test_a_request_beyond_the_free_kv_cache_gets_busy_and_no_running_stream_is_c
 @pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_stream_past_its_reservation_with_nothing_left_to_free_ends_alone(monkeypatch):
     monkeypatch.setattr("engine.core.admission.HORIZON_TOKENS", 16)        # reserves 16 of its frames
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=64).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=1, kv_tokens_per_stream=64).start()
     try:
         h = engine.submit(SynthesisRequest(text="Hello there, and on and on.", ignore_eos=True))   # 88 frames
         with pytest.raises(RuntimeError, match="KV cache is full"):
@@ -166,7 +166,7 @@ def _outcome(handle):
 
 def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
     # 6 blocks of 16 tokens; each stream reserves 3: both run, a third is busy until one ends
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=3, kv_tokens_per_seq=32)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=3, kv_tokens_per_stream=32)
     try:
         kw = dict(text="Hi", instruct="x " * 6, max_frames=4, ignore_eos=True)
         a, b, c = (engine.submit(SynthesisRequest(**kw)) for _ in range(3))
@@ -180,7 +180,7 @@ def test_prompts_admitted_together_never_take_more_kv_blocks_than_are_free():
 @pytest.mark.slow                                   # an engine of its own, run to its end
 def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue():
     # 3 blocks: a short prompt's own 2 and the block of its cached prefix (engine/core/prefix_cache.py)
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1, kv_tokens_per_seq=48).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=1, kv_tokens_per_stream=48).start()
     try:
         big = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 40, max_frames=4))
         with pytest.raises(EngineInputError) as err:
@@ -195,7 +195,7 @@ def test_a_prompt_larger_than_the_kv_cache_fails_instead_of_blocking_the_queue()
 @pytest.mark.slow                                   # a 9,000-token prompt on the CPU
 def test_a_stream_reaching_the_context_limit_ends_and_the_others_go_on():
     from engine.core.runner import MAX_CONTEXT
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=8192, max_text_chars=20000)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, kv_tokens_per_stream=8192, max_text_chars=20000)
     try:
         long = engine.submit(SynthesisRequest(text="Hi", instruct="x " * 9190, max_frames=40, ignore_eos=True))
         short = engine.submit(SynthesisRequest(text="Hello there.", max_frames=40, ignore_eos=True))
@@ -219,7 +219,7 @@ def test_a_sampling_value_the_engine_cannot_hold_fails_that_request_only(engines
 
 @pytest.mark.slow                                   # a Base engine of its own
 def test_an_abandoned_voice_registration_does_not_stop_the_engine_thread():
-    engine = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=1)
+    engine = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_active=1)
     try:
         tone = (0.1 * np.sin(np.arange(24000) * 0.05)).astype(np.float32)
         future = engine.register_voice("gone", VoiceRef(tone, 24000, x_vector_only=True))

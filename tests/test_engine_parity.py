@@ -25,7 +25,7 @@ _ENGINES: dict = {}
 def engine_for(variant: str) -> Engine:
     if variant not in _ENGINES:
         _ENGINES[variant] = Engine.load(model=str(cached_model_dir(variant)), device="cpu", dtype="float32",
-                                        max_seqs=8).start()
+                                        max_active=8).start()
     return _ENGINES[variant]
 
 

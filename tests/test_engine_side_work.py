@@ -61,5 +61,5 @@ def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_t
     assert abs(scheduler.slack_s(101.0) - 9.0) < 1e-9          # a stream with no audio yet and no text: not a listener
     starting.playout.unread = 1                                # its first frame in flight: it is about to play
     assert scheduler.slack_s(101.0) == 0.0
-    starting.playout.unread, starting.playout.pending = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
+    starting.playout.unread, starting.playout.unsent = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
     assert abs(scheduler.slack_s(101.0) - 0.08) < 1e-9

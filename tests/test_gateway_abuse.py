@@ -9,7 +9,7 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
@@ -20,7 +20,7 @@ KEY = "sekrit-key-123"
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_frames=FRAMES),
                        log_level="info").start()
     yield srv

@@ -12,7 +12,7 @@ import websockets
 
 from engine import Engine
 from gateway.limits import Limits
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from integration_helpers import wait_until
@@ -24,7 +24,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=4).start(),
+    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_active=4).start(),
                        GatewayConfig(max_frames=FRAMES)).start()
     yield srv
     srv.stop()
@@ -114,7 +114,7 @@ def test_a_large_streamed_body_is_refused_once_the_bound_is_crossed(server):
 
 @pytest.mark.slow                                   # fills the socket buffers
 def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
-    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=2).start(),
+    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_active=2).start(),
                        GatewayConfig(max_frames=400, limits=Limits(max_outbound_seconds=1.0)))
     srv.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)      # a slow network: little in flight
     srv.start()
@@ -150,7 +150,7 @@ def test_a_client_that_stops_reading_loses_its_contexts_then_its_socket():
 @pytest.mark.slow
 def test_keepalives_keep_contexts_not_engine_slots():
     clock = FakeClock()
-    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_seqs=32).start(),
+    srv = ServerThread(Engine.load(dummy="tiny", device="cpu", max_active=32).start(),
                        GatewayConfig(max_frames=20, context_timeout=3600,
                                      limits=Limits(idle_release=0.5, max_outbound_seconds=3600)), clock=clock).start()
 

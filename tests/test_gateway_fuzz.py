@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from websockets.sync.client import connect
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
@@ -63,7 +63,7 @@ wild = (st.fixed_dictionaries({"type": json_values}, optional={k: v | json_value
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     srv = ServerThread(engine, GatewayConfig(max_contexts_per_socket=2, max_frames=4)).start()
     yield srv
     srv.stop()

@@ -12,7 +12,7 @@ import websockets
 
 from engine import Engine
 from engine.api.wav import write_wav
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
@@ -21,7 +21,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=8).start()
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=8).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=FRAMES, shutdown_grace=10.0)).start()
     yield srv
     srv.stop()

@@ -7,7 +7,7 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 
@@ -16,7 +16,7 @@ SOCKETS, FRAMES = 50, 8
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=64).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=64).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=FRAMES)).start()
     yield srv
     srv.stop()

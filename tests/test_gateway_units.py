@@ -145,7 +145,7 @@ def test_the_outbox_writes_in_order_closes_after_a_failed_write_and_sees_a_stall
 def test_the_aligner_timeout_follows_the_engine_s_device_unless_set():
     from types import SimpleNamespace
 
-    from gateway.state import Gateway, GatewayConfig
+    from gateway.app_state import Gateway, GatewayConfig
     on = {device: SimpleNamespace(info={"device": device}, on_failure=None) for device in ("cuda", "cpu")}
     assert Gateway(GatewayConfig(), on["cuda"]).aligner_timeout == 5.0
     assert Gateway(GatewayConfig(), on["cpu"]).aligner_timeout == 60.0      # the published aligner: ~17 s a job
@@ -173,7 +173,7 @@ def test_a_front_end_whose_report_could_not_be_written_once_goes_on_reporting(tm
     """A full disk for a moment must not end its reports for good: every other front end's /health waits for them."""
     from types import SimpleNamespace
 
-    from gateway.state import Gateway, GatewayConfig
+    from gateway.app_state import Gateway, GatewayConfig
     engine = SimpleNamespace(address=f"ipc://{tmp_path}/engine", identity=b"me", info={}, on_failure=None)
     gateway, written, real_sleep = Gateway(GatewayConfig(workers=2), engine), [], asyncio.sleep
 
@@ -190,6 +190,6 @@ def test_a_front_end_whose_report_could_not_be_written_once_goes_on_reporting(tm
                 break
         task.cancel()
     gateway.reports.publish = publish
-    monkeypatch.setattr("gateway.state.asyncio.sleep", lambda _: real_sleep(0))      # its second passes at once
+    monkeypatch.setattr("gateway.app_state.asyncio.sleep", lambda _: real_sleep(0))      # its second passes at once
     asyncio.run(run())
     assert len(written) >= 3 and written[-1]["sockets"] == 0

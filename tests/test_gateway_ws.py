@@ -10,7 +10,7 @@ import websockets
 
 from engine import Engine, SamplingParams, SynthesisRequest
 from gateway.audio import AudioEncoder, mulaw_to_pcm16
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from fake_clock import FakeClock
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
@@ -25,7 +25,7 @@ FRAMES = 12
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     config = GatewayConfig(api_keys=(KEY,), max_sockets=4, max_contexts_per_socket=3,
                            context_timeout=2.0, max_frames=FRAMES)
     srv = ServerThread(engine, config, clock=FakeClock()).start()    # its timeouts pass only when a test says

@@ -11,7 +11,7 @@ from websockets.sync.client import connect
 
 from engine import Engine
 from gateway.dialects import elevenlabs
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 
 KEY = "route-key"
@@ -32,7 +32,7 @@ ROUTES = [  # method, path, headers, JSON body, the error code as the route's sh
 
 @pytest.fixture(scope="module")
 def server():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_frames=6)).start()
     yield srv
     srv.stop()

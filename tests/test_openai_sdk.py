@@ -15,7 +15,7 @@ import pytest
 from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.handle import RequestHandle
 from gateway.audio import to_pcm16
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from gateway.voice_map import OPENAI_VOICES
 
@@ -30,7 +30,7 @@ TEXT = "Hello from the gateway, through the OpenAI SDK."
 def server():
     """The gateway, its engine seeded (the same text, the same audio) and recording each request's voice and the
     samples it generated: the random tiny model may end an utterance before FRAMES."""
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
     requests, sequence = [], engine.sequence
 
     def recording_sequence(seq_id, request, handle):

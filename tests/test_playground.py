@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from integration_helpers import KEY
 from stand_in_aligner import StandIn
@@ -27,7 +27,7 @@ TEXT = "Hello there! This is the playground, speaking each word as a language mo
 @pytest.fixture(scope="module")
 def server():
     # the stand-in aligner times words along the audio (the tiny random aligner puts every word at its end)
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2).start()
     srv = ServerThread(engine, GatewayConfig(api_keys=(KEY,), max_frames=75), aligner=StandIn()).start()
     yield srv
     srv.stop()

@@ -26,7 +26,7 @@ def tone(seconds: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def engines(engine):
-    clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_seqs=8).start()
+    clone = Engine.load(dummy="tiny-1.7B-Base", device="cpu", max_active=8).start()
     clone.register_voice("clone", VoiceRef(tone(2.0), SR, REF_TEXT)).result()
     yield dict(clone=clone, speaker=engine)
     clone.shutdown()

@@ -102,7 +102,7 @@ def test_not_enough_memory_names_what_it_needs_and_what_to_change(monkeypatch, r
     from gateway.fatal import one_line
     monkeypatch.setattr("engine.core.memory.available_ram", lambda: int(ram_gib * (1 << 30)))
     with pytest.raises(ModelLoadError) as err:
-        Engine.load(dummy="tiny", device="cpu", max_seqs=2)
+        Engine.load(dummy="tiny", device="cpu", max_active=2)
     message = one_line(err.value)
     assert "not enough memory" in message and words in message and "GiB" in message and "\n" not in message
     assert "smaller variant" in message

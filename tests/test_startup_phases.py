@@ -22,7 +22,7 @@ def logged_phases(caplog) -> dict:
 
 def test_loading_logs_each_phase_with_its_seconds_as_the_bench_reads_them(caplog):
     caplog.set_level(logging.INFO, "qwen_tts_engine")
-    Engine(load_model(dummy="tiny", device="cpu"), max_seqs=4)
+    Engine(load_model(dummy="tiny", device="cpu"), max_active=4)
     logged = logged_phases(caplog)
     assert {"weights", "tokenizer", "KV allocation"} <= set(logged), logged
     assert all(s >= 0 for s in logged.values())
@@ -37,8 +37,8 @@ def test_the_bench_reads_phase_names_seconds_and_details():
 
 
 def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypatch):
-    """Every admitted stream reserves a block at least: 32 blocks admit 32 streams, whatever max_seqs says."""
-    engine = Engine(model, max_seqs=64, kv_tokens_per_seq=8)      # 64 x 8 tokens = 32 blocks of 16
+    """Every admitted stream reserves a block at least: 32 blocks admit 32 streams, whatever max_active says."""
+    engine = Engine(model, max_active=64, kv_tokens_per_stream=8)      # 64 x 8 tokens = 32 blocks of 16
     admission, runner = engine.scheduler.admission, engine.runner
     reach = admission.kv_tokens // admission.block_size
     assert reach == 32
@@ -52,7 +52,7 @@ def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypat
     assert counts == dict(predict=2 * per_stage, talk=2 * per_stage, first=2 * per_stage, decode=per_stage,
                           prefill=len(runner.prefill_stage.buckets))
     assert set(seconds) == set(counts)
-    assert Engine(model, max_seqs=64, kv_tokens_per_seq=64).runner.predict_stage.buckets[-1] == 64
+    assert Engine(model, max_active=64, kv_tokens_per_stream=64).runner.predict_stage.buckets[-1] == 64
 
 
 def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_tokens():

@@ -21,11 +21,11 @@ def stream_state(s) -> tuple:
     t, kv, p = s.text, s.kv, s.playout
     return (s.status, s.slot, s.frames_started, s.frame_started, s.frames, s.finish_reason, t.fed, t.eos_fed,
             len(t.feed), t.closed, kv.num_tokens, list(kv.block_table), id(kv.cached_prefix),
-            p.unread, len(p.pending), p.chunks, p.listener.sent_samples)
+            p.unread, len(p.unsent), p.chunks, p.listener.sent_samples)
 
 
 def test_the_runner_writes_no_stream_state_and_the_step_shape_is_kept():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=4, clock=FakeClock())    # not started: steps by hand
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=4, clock=FakeClock())    # not started: steps by hand
     runner, calls = engine.runner, []
     for name in ("start", "prefill", "predict", "decode", "talk"):
         def checked(*args, _run=getattr(runner, name), _name=name):
@@ -48,7 +48,7 @@ def test_the_runner_writes_no_stream_state_and_the_step_shape_is_kept():
 
 
 def test_a_prompt_too_long_is_ended_by_the_update_not_by_a_callback_from_the_scan():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, kv_tokens_per_seq=48)     # prompts up to 95 tokens
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, kv_tokens_per_stream=48)  # prompts up to 95 tokens
     engine.scheduler.admission.kv_tokens = 1 << 20          # past admission's estimate: the scheduler must see it
     long, short = (engine.submit(SynthesisRequest(text=t, instruct=i)) for t, i in (("Hi", "x " * 100),
                                                                                      ("Short one.", None)))
@@ -87,14 +87,14 @@ def test_the_listener_clock_plays_from_its_first_audio_and_counts_a_fall_behind(
 
 def test_playout_chunks_by_size_then_early_when_the_listener_runs_low():
     p = Playout((1, 2, 4), True, AUDIO)
-    p.pending = [("c", "pcm")] * 3
+    p.unsent = [("c", "pcm")] * 3
     assert p.chunk_size(first=2) == 2 and p.should_send(0.0, 0.3, 2, generated=False)
     assert len(p.take(2, 0.0)) == 2 and p.listener.sent_samples == 2 * 1920 and p.chunk_size() == 2
     assert not p.should_send(0.0, 0.1, 1, generated=False)          # 160 ms buffered, one frame of the next two
     assert p.should_send(0.0, 0.3, 1, generated=False)              # under the margin: the one frame goes early
     assert p.should_send(0.1, 0.1, 1, generated=False)              # 100 ms played: 60 ms left
     fixed = Playout((1, 2), False, AUDIO)
-    fixed.pending = [("c", "pcm")] * 2
+    fixed.unsent = [("c", "pcm")] * 2
     fixed.take(1, 0.0)
     assert not fixed.should_send(1.0, 9.0, 1, generated=False)     # not adaptive: only a full chunk goes
     p.unread = 1

@@ -87,7 +87,7 @@ class StubModel:
 
 
 def test_a_stub_model_streams_through_the_unchanged_scheduler_runner_and_engine_loop():
-    engine = Engine(StubModel(), max_seqs=4, kv_tokens_per_seq=64).start()
+    engine = Engine(StubModel(), max_active=4, kv_tokens_per_stream=64).start()
     try:
         texts = ["abc", "hello"]
         handles = [engine.submit(SynthesisRequest(text=t, chunk_frames=(2,))) for t in texts]

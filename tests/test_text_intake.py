@@ -77,7 +77,7 @@ class CountingTokenizer:
 
 
 def test_engine_text_work_per_append_does_not_grow_with_the_text():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=1)      # not started: the test drains its inbox
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=1)      # not started: the test drains its inbox
     counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
     sentence = "Streamed text, four characters at a time: tokens arrive as an LLM writes them. "
     text = (sentence * 70)[:5000]
@@ -99,7 +99,7 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
 
 
 def test_appends_queued_together_are_tokenized_once_after_the_inbox():
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2)
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2)
     counting = engine.model.tokenizer._tok = CountingTokenizer(engine.model.tokenizer._tok)
     streamed = engine.submit(SynthesisRequest(text="", text_complete=False))
     for piece in ["One, ", "two, ", "three. ", "Four"]:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine import Engine
-from gateway.core import starts
-from gateway.core.worker import EngineWorker
+from gateway.engine_process import starts
+from gateway.engine_process.io_loop import CoreIOLoop
 
 ROOT = Path(__file__).resolve().parent.parent
-FRONT_END = ("gateway.server", "gateway.state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
-             "gateway.dialects", "gateway.core.client", "gateway.frontends", "gateway.words", "aligner.live",
+FRONT_END = ("gateway.server", "gateway.app_state", "gateway.session", "gateway.http_api", "gateway.openai_speech",
+             "gateway.dialects", "gateway.engine_process.client", "gateway.frontends", "gateway.words", "aligner.live",
              "aligner.stream", "aligner.bargein", "aligner.text")
 NO_TORCH = """
 import sys
@@ -55,17 +55,17 @@ def test_front_end_modules_import_without_torch():
 
 @pytest.mark.slow                                   # processes
 def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path):
-    engine = Engine.load(dummy="tiny", device="cpu", max_seqs=2, voices_dir=str(tmp_path)).start()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=2, voices_dir=str(tmp_path)).start()
     where = starts.address()
-    worker = EngineWorker(engine, None, where)
-    thread = threading.Thread(target=worker.serve, daemon=True)
+    io_loop = CoreIOLoop(engine, None, where)
+    thread = threading.Thread(target=io_loop.serve, daemon=True)
     thread.start()
     try:
         out = run_without_torch(f"""
             import asyncio
             from pathlib import Path
             from engine.api.request import EngineInputError, SynthesisRequest
-            from gateway.core import starts
+            from gateway.engine_process import starts
 
             async def main():
                 client = starts.connect({where!r})
@@ -87,14 +87,14 @@ def test_a_front_end_process_serves_from_the_engine_core_without_torch(tmp_path)
             asyncio.run(main())
         """)
     finally:
-        worker.running = False
+        io_loop.running = False
         thread.join(30)
     assert out.startswith("served")
 
 
 def test_the_front_end_counts_audio_at_the_engine_s_rate():
     from gateway.metrics import Metrics
-    from gateway.streams import EngineStream
+    from gateway.engine_stream import EngineStream
 
     class Engine16k:
         info = dict(sample_rate=16000, samples_per_frame=1280)

@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from engine import Engine
 from engine.api import voice_input
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from test_gateway_fuzz import HTTP_CODES, floats, json_values, unicode
 from qwen_tts_client import protocol as p
@@ -57,7 +57,7 @@ def body(fields: dict) -> st.SearchStrategy:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("voices")
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=4, voices_dir=str(root)).start()
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=4, voices_dir=str(root)).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=4)).start()
     victim = wav_bytes(16000, 16000, data=bytes(range(256)) * 125)
     httpx.post(srv.url + "/v1/voices", json={"name": "victim", "audio": base64.b64encode(victim).decode(),

@@ -16,7 +16,7 @@ EXTREMES = [VoiceRef(*read_reference_wav(wav), text, x_vector_only=text is None)
 
 @pytest.fixture(scope="module")
 def engine():
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=2).start()
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=2).start()
     engine.register_voice("victim", EXTREMES[2]).result(60)
     yield engine
     engine.shutdown()

@@ -28,7 +28,7 @@ def engine(tmp_path_factory):
     outside = root / "outside"
     outside.mkdir()
     torch.save({}, outside / "evil.safetensors")           # what a path in a name would reach
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=2, voices_dir=str(root / "store"),
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=2, voices_dir=str(root / "store"),
                          max_voices=3).start()
     yield engine
     engine.shutdown()

@@ -30,7 +30,7 @@ def codes(engine: Engine, voice: str) -> np.ndarray:
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
     root = tmp_path_factory.mktemp("voices")
-    pair = [Engine.load(dummy=VARIANT, device="cpu", max_seqs=2, voices_dir=str(root)).start() for _ in range(2)]
+    pair = [Engine.load(dummy=VARIANT, device="cpu", max_active=2, voices_dir=str(root)).start() for _ in range(2)]
     clock = FakeClock()
     pair[1].voices.clock = clock.monotonic
     yield pair, root, clock
@@ -73,7 +73,7 @@ def test_stored_voices_survive_a_restart(engines):
     (a, _), root, _ = engines
     a.register_voice("cy", reference(210)).result(60)
     before = codes(a, "cy")
-    fresh = Engine.load(dummy=VARIANT, device="cpu", max_seqs=2, voices_dir=str(root)).start()
+    fresh = Engine.load(dummy=VARIANT, device="cpu", max_active=2, voices_dir=str(root)).start()
     try:
         assert "cy" in fresh.voices.names() and np.array_equal(codes(fresh, "cy"), before)
     finally:

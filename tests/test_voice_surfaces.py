@@ -10,7 +10,7 @@ import pytest
 import websockets
 
 from engine import Engine
-from gateway.state import GatewayConfig
+from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from wav_headers import wav_bytes
@@ -26,7 +26,7 @@ def reference(seconds: float = 1.0, rate: int = 16000) -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_seqs=4,
+    engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=4,
                          voices_dir=str(tmp_path_factory.mktemp("voices"))).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=6)).start()
     httpx.post(srv.url + "/v1/voices", json={"name": "good", "audio": reference(), "x_vector_only": True},

@@ -29,15 +29,16 @@ log = logging.getLogger("qwen_tts_engine")
 
 
 class Engine:
-    def __init__(self, model: Model, max_seqs: int = 64, kv_tokens_per_seq: int | None = None,
+    def __init__(self, model: Model, max_active: int = 64, kv_tokens_per_stream: int | None = None,
                  gpu_memory_utilization: float = 0.9, max_step_ms: float | None = None, block_size: int | None = None,
                  max_prefill_tokens: int = 8192, max_text_chars: int = 5000, use_graphs: bool | None = None,
                  kernels: KernelSettings = KernelSettings(), voices_dir: str | None = None, max_voices: int = 64,
                  clock: Clock = REAL_CLOCK, max_queue_ms: float = 0.0):
         """`max_queue_ms`: a request that cannot join at once waits for room this long at most, in order, when the
-        engine expects room by then (0: `busy` at once). kv_tokens_per_seq None: the cache takes what `gpu_memory_utilization` leaves of the GPU (on a CPU: of the
-        RAM available, at most CPU_TOKENS_PER_SEQ a sequence). `max_voices`: the clone voices kept, in memory and in
-        `voices_dir` alike (beyond: the least recently used is dropped)."""
+        engine expects room by then (0: `busy` at once). kv_tokens_per_stream None: the cache takes what
+        `gpu_memory_utilization` leaves of the GPU (on a CPU: of the RAM available, at most CPU_TOKENS_PER_STREAM a
+        stream). `max_voices`: the clone voices kept, in memory and in `voices_dir` alike (beyond: the least recently
+        used is dropped)."""
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
@@ -45,16 +46,16 @@ class Engine:
             torch.backends.cudnn.benchmark = True
         chosen = select(model.device, kernels)
         log.info("kernels: %s", chosen.describe())
-        by_memory = kv_tokens_per_seq is None
-        kv_blocks = None if by_memory else max_seqs * kv_tokens_per_seq // block_size
-        self.runner = ModelRunner(model, max_seqs, kv_blocks, block_size, use_graphs, chosen.side_decode)
+        by_memory = kv_tokens_per_stream is None
+        kv_blocks = None if by_memory else max_active * kv_tokens_per_stream // block_size
+        self.runner = ModelRunner(model, max_active, kv_blocks, block_size, use_graphs, chosen.side_decode)
         if by_memory:
             graphs = 0
             if cuda:
                 with phase("compile and graph sizing"):    # each stage's first call compiles its layer math
                     graphs = self.runner.graph_bytes()
             with phase("KV allocation"):
-                self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization, max_seqs, graphs))
+                self.runner.allocate_kv(kv_blocks_for_memory(self.runner, gpu_memory_utilization, max_active, graphs))
         self.runner.limit_batch(self.runner.kv.num_blocks - 1)     # each admitted stream holds a block at least
         if self.runner.predict_stage.use_graphs:
             reserved = torch.cuda.memory_reserved()
@@ -65,8 +66,9 @@ class Engine:
         gc.collect()
         gc.freeze()      # no long GC pauses mid-stream
         kv = self.runner.kv
-        admission = Admission(max_seqs, (kv.num_blocks - 1) * block_size, block_size, model.prompt_tokens, max_step_ms)
-        self.scheduler = Scheduler(model, max_seqs, max_prefill_tokens, kv, admission,
+        kv_tokens = (kv.num_blocks - 1) * block_size
+        admission = Admission(max_active, kv_tokens, block_size, model.prompt_tokens, max_step_ms)
+        self.scheduler = Scheduler(model, max_active, max_prefill_tokens, kv, admission,
                                    self.runner.max_blocks * block_size, max_queue_ms / 1000)
         self.voices = model.voices(voices_dir, max_voices)
         self.background = Background(model.device, busy=lambda: self.scheduler.num_active > 0)
@@ -103,7 +105,7 @@ class Engine:
                     queued_total=queue.queued, queue_expired=queue.expired, queue_waited_s=queue.waited_s,
                     queue_max_waited_ms=1000 * queue.max_waited_s,
                     frames=self.step.frames_total, errors=self.thread.errors, step_ms=self.step_ms,
-                    max_active=sched.max_seqs, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
+                    max_active=sched.max_active, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)
 

@@ -6,8 +6,10 @@ HORIZON_TOKENS = 512           # KV held per open-length stream
 
 
 class Admission:
-    def __init__(self, max_seqs: int, kv_tokens: int, block_size: int, prompt_tokens, max_step_ms: float | None = None):
-        self.max_seqs, self.kv_tokens, self.block_size, self.max_step_ms = max_seqs, kv_tokens, block_size, max_step_ms
+    def __init__(self, max_active: int, kv_tokens: int, block_size: int, prompt_tokens,
+                 max_step_ms: float | None = None):
+        self.max_active, self.kv_tokens, self.block_size = max_active, kv_tokens, block_size
+        self.max_step_ms = max_step_ms
         self.prompt_tokens = prompt_tokens
         self.reserved = 0
         self.prefixes: dict = {}       # prefix key -> (admitted users, tokens)
@@ -38,8 +40,8 @@ class Admission:
         if own + prefix > self.kv_tokens:
             raise EngineInputError("text_too_long", f"the request needs about {own + prefix} KV tokens; the whole "
                                                     f"cache holds {self.kv_tokens}")
-        if active >= self.max_seqs:
-            return f"{self.max_seqs} streams are generating"
+        if active >= self.max_active:
+            return f"{self.max_active} streams are generating"
         if self.max_step_ms is not None and active and step_ms > self.max_step_ms:
             return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
         if self.reserved + self._need(seq, own, prefix) > self.kv_tokens:

@@ -78,7 +78,7 @@ class AdmissionQueue:
     def _room_s(self, sched, tokens: int, step_ms: float) -> float:
         """When the streams that end first leave a slot and KV for those queued ahead and this one."""
         admission = sched.admission
-        slots = admission.max_seqs - sched.num_active - len(self) - 1
+        slots = admission.max_active - sched.num_active - len(self) - 1
         kv = admission.kv_tokens - admission.reserved - self.tokens - tokens
         if slots >= 0 and kv >= 0:
             return 0.0

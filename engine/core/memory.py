@@ -10,8 +10,8 @@ from engine.models.weights import ModelLoadError
 log = logging.getLogger("qwen_tts_engine")
 GIB = 1 << 30
 MARGIN = GIB
-CPU_TOKENS_PER_SEQ = 2048     # a CPU runs few streams slowly: a larger cache would only hold RAM
-MIN_TOKENS = 1024             # one stream's prompt and a minute of frames
+CPU_TOKENS_PER_STREAM = 2048  # a CPU runs few streams slowly: a larger cache would only hold RAM
+MIN_TOKENS = 1024            # one stream's prompt and a minute of frames
 
 
 def block_bytes(runner) -> int:
@@ -50,7 +50,7 @@ def check_weights_fit(params: int, device: torch.device) -> None:
                              f"{'free on the GPU' if cuda else 'of RAM available'}; free memory or pick a smaller variant")
 
 
-def kv_blocks_for_memory(runner, utilization: float, max_seqs: int, graph_bytes: int = 0) -> int:
+def kv_blocks_for_memory(runner, utilization: float, max_active: int, graph_bytes: int = 0) -> int:
     """`graph_bytes`: the stages' eager peak at their largest bucket (runner.graph_bytes), on a GPU."""
     if runner.device.type == "cuda":
         graphs = int(GRAPH_FACTOR * graph_bytes)
@@ -59,16 +59,16 @@ def kv_blocks_for_memory(runner, utilization: float, max_seqs: int, graph_bytes:
     else:
         graphs, free = 0, available_ram()
         total, where = free, "RAM available"
-        cap = max(max_seqs * CPU_TOKENS_PER_SEQ // runner.block_size, runner.max_blocks)    # one stream's longest
+        cap = max(max_active * CPU_TOKENS_PER_STREAM // runner.block_size, runner.max_blocks)  # one stream's longest
     in_use = total - free
     budget = int(utilization * total) - in_use - graphs - MARGIN
     blocks = max(0, budget // block_bytes(runner))
     blocks = blocks if cap is None else min(blocks, cap)
     log.info("KV cache: %.1f GiB = %.2f x %.1f GiB (%s) - %.1f GiB in use - %.1f GiB for graphs - %.1f GiB margin%s: "
              "%d blocks of %d tokens (%d tokens, %.0f KiB a token)", blocks * block_bytes(runner) / GIB, utilization,
-             total / GIB, where, in_use / GIB, graphs / GIB, MARGIN / GIB, f", at most {CPU_TOKENS_PER_SEQ} tokens a "
-             f"stream" if cap else "", blocks, runner.block_size, blocks * runner.block_size,
-             block_bytes(runner) / runner.block_size / 1024)
+             total / GIB, where, in_use / GIB, graphs / GIB, MARGIN / GIB,
+             f", at most {CPU_TOKENS_PER_STREAM} tokens a stream" if cap else "", blocks, runner.block_size,
+             blocks * runner.block_size, block_bytes(runner) / runner.block_size / 1024)
     if blocks * runner.block_size < MIN_TOKENS:
         need = (MIN_TOKENS // runner.block_size * block_bytes(runner) + graphs + MARGIN) / GIB
         raise ModelLoadError(

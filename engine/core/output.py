@@ -43,7 +43,7 @@ class AudioOut:
             codes, pcm = copy.wait()
             for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
                 s.playout.unread -= 1
-                s.playout.pending.append((row, audio))
+                s.playout.unsent.append((row, audio))
         self.send(margin, first)
 
     def send(self, margin: float, first: int = 1) -> None:
@@ -53,8 +53,8 @@ class AudioOut:
             if not playout.should_send(now, margin, first, generated):
                 continue
             frames = playout.take(first, now)
-            final = generated and not playout.pending and not playout.unread
-            start = s.frames - playout.unread - len(playout.pending) - len(frames)
+            final = generated and not playout.unsent and not playout.unread
+            start = s.frames - playout.unread - len(playout.unsent) - len(frames)
             codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, self.audio.num_codebooks), np.int64)
             audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
             chunk = AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,

@@ -18,7 +18,7 @@ class Playout:
         self.chunk_frames, self.adaptive, self.audio = chunk_frames, adaptive, audio
         self.listener = ListenerClock(audio.sample_rate)
         self.unread = 0                       # frames decoded on the device, not read yet
-        self.pending: list = []               # (codes [K], PCM [samples]) read, not sent
+        self.unsent: list = []                # (codes [K], PCM [samples]) read, not sent
         self.chunks = 0
 
     def chunk_size(self, first: int = 1) -> int:
@@ -29,18 +29,18 @@ class Playout:
         return self.listener.buffered_s(now)
 
     def ahead_s(self, now: float) -> float:
-        return self.buffered_s(now) + len(self.pending) * self.audio.frame_s
+        return self.buffered_s(now) + len(self.unsent) * self.audio.frame_s
 
     def should_send(self, now: float, margin: float, first: int, generated: bool) -> bool:
         """`generated`: the stream makes no more frames."""
-        if generated and not self.unread or len(self.pending) >= self.chunk_size(first):
+        if generated and not self.unread or len(self.unsent) >= self.chunk_size(first):
             return True
-        return bool(self.pending) and self.adaptive and self.listener.started and self.buffered_s(now) < margin
+        return bool(self.unsent) and self.adaptive and self.listener.started and self.buffered_s(now) < margin
 
     def take(self, first: int, now: float) -> list:
         """The frames of the next chunk, counted as sent at `now`."""
-        n = min(len(self.pending), self.chunk_size(first))
-        frames, self.pending = self.pending[:n], self.pending[n:]
+        n = min(len(self.unsent), self.chunk_size(first))
+        frames, self.unsent = self.unsent[:n], self.unsent[n:]
         self.chunks += 1
         self.listener.add(n * self.audio.samples_per_frame, now)
         return frames

@@ -1,4 +1,4 @@
-"""Runs the model's stages on slot-indexed device state; slot `max_seqs` is scratch for padding rows. It reads the
+"""Runs the model's stages on slot-indexed device state; slot `max_active` is scratch for padding rows. It reads the
 streams the scheduler planned and writes none of their state."""
 import math
 import time
@@ -18,18 +18,18 @@ PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 
 
 class ModelRunner:
-    def __init__(self, model, max_seqs: int, kv_blocks: int | None, block_size: int = 16,
+    def __init__(self, model, max_active: int, kv_blocks: int | None, block_size: int = 16,
                  use_graphs: bool | None = None, side_decode: bool = False):
         """kv_blocks None: allocate_kv later, once the stages' memory is measured."""
         self.model, self.device = model, model.device
         self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
-        n = max_seqs + 1
-        self.scratch, self.block_size = max_seqs, block_size
+        n = max_active + 1
+        self.scratch, self.block_size = max_active, block_size
         self.allocate_kv(kv_blocks or 0)
         self.frame_codes = torch.zeros(n, model.audio.num_codebooks, dtype=torch.int64, device=self.device)
         model.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
-        buckets = buckets_up_to(max_seqs)
+        buckets = buckets_up_to(max_active)
         s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)

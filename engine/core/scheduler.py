@@ -19,14 +19,14 @@ class KVCacheFull(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, model, max_seqs: int, max_prefill_tokens: int, kv, admission, max_context: int,
+    def __init__(self, model, max_active: int, max_prefill_tokens: int, kv, admission, max_context: int,
                  max_queue_s: float = 0.0):
-        self.model, self.max_seqs, self.max_prefill_tokens = model, max_seqs, max_prefill_tokens
+        self.model, self.max_active, self.max_prefill_tokens = model, max_active, max_prefill_tokens
         self.kv, self.admission, self.max_context = kv, admission, max_context
         self.queue = AdmissionQueue(max_queue_s)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.free_slots = deque(range(max_seqs))
+        self.free_slots = deque(range(max_active))
         self.steps = self.started = 0
         self.calm_step_ms: float | None = None       # the last step that started no stream, the engine busy
         self.promoted_at: float | None = None
@@ -43,7 +43,7 @@ class Scheduler:
         return any(s.frame_started or s.text.ready() or s.finish_reason for s in self.running) or self.admitting()
 
     def holds_audio(self) -> bool:
-        return any(s.playout.pending for s in self.running)
+        return any(s.playout.unsent for s in self.running)
 
     def admitting(self) -> bool:
         return bool(self.free_slots) and any(s.text.num_text_ids or s.text.closed for s in self.waiting)

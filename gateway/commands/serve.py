@@ -65,11 +65,11 @@ def add_parser(sub):
 
 
 def run(args, argv: list[str]) -> int:
-    from ..core import EngineSpec, starts
+    from ..engine_process import EngineSpec, starts
     from ..fatal import StartupError
     from ..frontends import listening_socket, refuse_taken, share, start_frontends
     from ..server import GatewayServer, create_app, uvicorn_config
-    from ..state import Gateway, GatewayConfig
+    from ..app_state import Gateway, GatewayConfig
 
     refuse_taken(args.host, args.port)
     if args.replicas:

@@ -39,7 +39,7 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     engine = Engine.load(model=args.model, dummy=args.dummy, device=args.device, dtype=args.dtype,
-                         max_seqs=1).start()                    # one utterance: one stream's cache and state
+                         max_active=1).start()                  # one utterance: one stream's cache and state
     print(f"loaded {engine.info['model']} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     ref = None
     if args.ref_audio:

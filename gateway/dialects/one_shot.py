@@ -10,7 +10,7 @@ from ..audio import AudioEncoder
 from ..body import body_field, read_json
 from ..http_api import STATUS, ApiError, ErrorShape, api
 from ..speech_body import StreamedSpeech, audio_body, opened
-from ..streams import EngineStream
+from ..engine_stream import EngineStream
 from . import cartesia, elevenlabs
 from .settings import language, to_f32le
 

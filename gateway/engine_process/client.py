@@ -27,22 +27,22 @@ SILENCE_S = 10.0           # the core sends stats every 0.1 s: this long without
 
 
 class EngineClient:
-    def __init__(self, start_worker, address: str):
-        """`start_worker` starts the core; returns its Process, its Thread, or None (another front end's core)."""
-        self.start_worker, self.address = start_worker, address
+    def __init__(self, start_core, address: str):
+        """`start_core` starts the core; returns its Process, its Thread, or None (another front end's core)."""
+        self.start_core, self.address = start_core, address
         self.requests: dict[int, RequestHandle] = {}
         self.calls: dict[int, asyncio.Future | Future] = {}
         self.keys = itertools.count(1)            # of calls (voices, alignments); request ids come with Ready
         self.batch = TurnBatch()
         self.voices, self.latest_stats = VoiceNames(), {}
-        self.info = self.validator = self.ids = self.worker = self.on_failure = self.failure = self.aligner = None
+        self.info = self.validator = self.ids = self.core = self.on_failure = self.failure = self.aligner = None
         self.identity = uuid.uuid4().bytes
         self.handlers = {Chunk: self._on_chunk, Failed: self._on_failed, Answer: self._on_answer,
                          Stats: self._on_stats, VoiceList: self.voices.take, Ready: self._on_ready}
 
     @property
     def process(self):
-        return self.worker if isinstance(self.worker, multiprocessing.process.BaseProcess) else None
+        return self.core if isinstance(self.core, multiprocessing.process.BaseProcess) else None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -51,7 +51,7 @@ class EngineClient:
         self.sock = wire.socket(self.ctx, zmq.DEALER, self.identity)
         self.sender = zmq.Socket.shadow(self.sock.underlying)      # a plain send: no future per batch
         self.sock.connect(self.address)
-        self.worker = await asyncio.to_thread(self.start_worker)
+        self.core = await asyncio.to_thread(self.start_core)
         if self.process is not None:
             loop.add_reader(self.process.sentinel, self._exited)
         self.reader = asyncio.create_task(self._read())
@@ -152,11 +152,11 @@ class EngineClient:
         self.latest_stats = msg.stats
 
     def _on_ready(self, msg: Ready) -> None:
-        core = msg.description
-        self.info, self.ids = core["info"], itertools.count(msg.first_id)
-        self.aligner = RemoteAligner(self) if core["aligner"] else None
-        self.voices.read(core["voices_dir"])
-        self.validator = Validator(core["rules"], self.voices, core["max_text_chars"], core["check"])
+        described = msg.description
+        self.info, self.ids = described["info"], itertools.count(msg.first_id)
+        self.aligner = RemoteAligner(self) if described["aligner"] else None
+        self.voices.read(described["voices_dir"])
+        self.validator = Validator(described["rules"], self.voices, described["max_text_chars"], described["check"])
         if not self.ready.done():
             self.ready.set_result(None)
 
@@ -188,11 +188,11 @@ class EngineClient:
             return
         if self.process is not None:
             asyncio.get_running_loop().remove_reader(self.process.sentinel)
-        if self.failure is None and self.worker is not None:       # a core of our own
+        if self.failure is None and self.core is not None:         # a core of our own
             self.send(Shutdown())
             await asyncio.sleep(0)
-        if self.worker is not None:
-            await asyncio.to_thread(self.worker.join, 0 if self.failure else timeout)
+        if self.core is not None:
+            await asyncio.to_thread(self.core.join, 0 if self.failure else timeout)
             if self.process is not None and self.process.is_alive():
                 self.process.kill()
         self.reader.cancel()

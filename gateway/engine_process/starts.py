@@ -4,7 +4,7 @@ import tempfile
 import threading
 
 from .client import EngineClient
-from .worker import EngineWorker, run_engine_process
+from .io_loop import CoreIOLoop, run_engine_process
 
 
 def address() -> str:
@@ -23,8 +23,8 @@ def in_thread(engine, aligner=None) -> EngineClient:
     where = address()
 
     def start():
-        worker = EngineWorker(engine, warm_up(engine, aligner), where)
-        thread = threading.Thread(target=worker.serve, name="engine-core-io", daemon=True)
+        io_loop = CoreIOLoop(engine, warm_up(engine, aligner), where)
+        thread = threading.Thread(target=io_loop.serve, name="engine-core-io", daemon=True)
         thread.start()
         return thread
     return EngineClient(start, where)

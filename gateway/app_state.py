@@ -11,7 +11,7 @@ from engine.core.startup import report
 from qwen_tts_client import protocol as p
 
 from . import fatal
-from .core import EngineClient
+from .engine_process import EngineClient
 from .frontend_reports import FrontendReports
 from .limits import Limits
 from .metrics import Metrics

@@ -39,8 +39,8 @@ class EngineSpec:
             log.info("forced aligner %s loaded in %.1fs", aligner.name, time.perf_counter() - t0)
         max_active = self.max_active or (1024 if cuda else 32)
         step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
-        engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_seqs=max_active,
-                             kv_tokens_per_seq=self.kv_tokens_per_stream, max_step_ms=step_ms,
+        engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_active=max_active,
+                             kv_tokens_per_stream=self.kv_tokens_per_stream, max_step_ms=step_ms,
                              max_queue_ms=self.max_queue_ms, gpu_memory_utilization=self.gpu_memory_utilization,
                              voices_dir=self.voices_dir, max_voices=self.max_voices).start()
         stats = engine.stats()

@@ -17,7 +17,7 @@ log = logging.getLogger("qwen_tts_gateway")
 STATS_S = 0.1
 
 
-class EngineWorker:
+class CoreIOLoop:
     def __init__(self, engine, aligner, address: str):
         self.engine, self.aligner = engine, aligner
         self.ctx = zmq.Context()
@@ -106,8 +106,8 @@ def run_engine_process(spec, address: str, log_level: str = "info") -> None:
         log.debug("the engine core could not start", exc_info=True)
         wire.failure_path(address).write_text(fatal.one_line(exc))
         raise SystemExit(1)
-    worker = EngineWorker(engine, aligner, address)
-    worker.serve(parent)
-    if worker.failure:                                # the front end reports it, in one line, and /health turns 503
-        wire.failure_path(address).write_text(worker.failure)
+    core = CoreIOLoop(engine, aligner, address)
+    core.serve(parent)
+    if core.failure:                                  # the front end reports it, in one line, and /health turns 503
+        wire.failure_path(address).write_text(core.failure)
         raise SystemExit(1)
