@@ -2,7 +2,9 @@
 kept), the core's dispatch of every front-end message, the client's of every core message, the engine thread's of
 every command; bad or unknown input is answered or logged, never fatal."""
 import asyncio
+import os
 import pickle
+import subprocess
 from concurrent.futures import Future
 
 import numpy as np
@@ -22,11 +24,11 @@ from gateway.engine_process.turn_batch import TurnBatch
 def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():
     batch = TurnBatch()
     sent = [AddRequest(1, None), AppendText(1, "a"), AppendText(2, "x"), AppendText(1, "b"), CloseText(1),
-            AppendText(1, "late"), AppendText(2, "y"), CancelRequest(2), AppendText(2, "z"), Hello()]
+            AppendText(1, "late"), AppendText(2, "y"), CancelRequest(2), AppendText(2, "z"), Hello(os.getpid())]
     firsts = [batch.add(m) for m in sent]
     assert firsts == [True] + [False] * 9
     assert batch.take() == [AddRequest(1, None), AppendText(1, "ab"), AppendText(2, "xy"), CloseText(1),
-                            AppendText(1, "late"), CancelRequest(2), AppendText(2, "z"), Hello()]
+                            AppendText(1, "late"), CancelRequest(2), AppendText(2, "z"), Hello(os.getpid())]
     assert batch.add(AppendText(1, "c")) and batch.take() == [AppendText(1, "c")]     # a new turn, a new message
 
 
@@ -70,7 +72,7 @@ def dispatch_with(aligner=None):
 def test_the_core_dispatches_every_front_end_message_by_its_type():
     aligner = type("Aligner", (), {"submit": lambda self, audio, units, due: done(("times", units, due))})()
     engine, sent, stopped, core = dispatch_with(aligner)
-    batch = [Hello(), AddRequest(ID_SPAN, "req"), AppendText(ID_SPAN, "hi"), CloseText(ID_SPAN),
+    batch = [Hello(os.getpid()), AddRequest(ID_SPAN, "req"), AppendText(ID_SPAN, "hi"), CloseText(ID_SPAN),
              CancelRequest(ID_SPAN + 1), RegisterVoice(1, "new", "ref"), DeleteVoice(2, "old"),
              Align(3, np.zeros(4, np.float32), ["a"], 1.5), Shutdown()]
     core.receive(b"p", pickle.dumps(batch))
@@ -85,8 +87,26 @@ def test_the_core_dispatches_every_front_end_message_by_its_type():
     assert messages[6] == Answer(3, ("times", ["a"], 1.5)) and stopped == [True]
     assert isinstance(messages[7], Chunk) and messages[7].id == ID_SPAN and messages[7].chunk.final
     assert messages[8] == Failed(ID_SPAN, Failure("full", "busy"))
-    core.receive(b"q", pickle.dumps([Hello()]))
+    core.receive(b"q", pickle.dumps([Hello(os.getpid())]))
     assert sent[-2][1].first_id == 2 * ID_SPAN                  # another front end, another range of ids
+
+
+def test_a_front_end_that_died_has_its_open_requests_cancelled_and_nothing_else():
+    engine, sent, stopped, core = dispatch_with()
+    gone, alive = subprocess.Popen(["sleep", "60"]), os.getpid()
+    core.receive(b"gone", pickle.dumps([Hello(gone.pid), AddRequest(ID_SPAN, "a"), AddRequest(ID_SPAN + 1, "b"),
+                                        AddRequest(ID_SPAN + 2, "c")]))
+    core.receive(b"alive", pickle.dumps([Hello(alive), AddRequest(2 * ID_SPAN, "d")]))
+    ended = engine.applied[0][1][3]
+    ended.deliver(AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True))
+    core.reap()
+    assert len(engine.applied) == 2                               # both alive: nothing cancelled
+    gone.kill(), gone.wait()
+    core.reap()
+    assert engine.applied[2] == [CancelRequest(ID_SPAN), CancelRequest(ID_SPAN + 2)] or \
+        engine.applied[2] == [CancelRequest(ID_SPAN + 2), CancelRequest(ID_SPAN)]
+    core.reap()
+    assert len(engine.applied) == 3 and b"gone" not in core.peers and core.open[b"alive"] == {2 * ID_SPAN}
 
 
 def done(result):

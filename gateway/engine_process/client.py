@@ -55,7 +55,7 @@ class EngineClient:
         if self.process is not None:
             loop.add_reader(self.process.sentinel, self._exited)
         self.reader = asyncio.create_task(self._read())
-        self.send(Hello())
+        self.send(Hello(os.getpid()))
         await self.ready
 
     def submit(self, request) -> RequestHandle:

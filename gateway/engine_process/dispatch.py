@@ -2,6 +2,7 @@
 batch, voices and alignments answered; and what goes back (chunks, answers, voice names, stats)."""
 import itertools
 import logging
+import os
 import threading
 from functools import partial
 
@@ -28,6 +29,8 @@ class Dispatch:
                          DeleteVoice: self._delete_voice, Align: self._align, Unalign: self._unalign,
                          AdmitWords: self._admit_words, Shutdown: self._shutdown}
         self.aligning: dict = {}              # (peer, key) -> the aligner's Future of a job
+        self.pids: dict[bytes, int] = {}       # each front end's process
+        self.open: dict[bytes, set[int]] = {}  # each front end's requests that have not ended
 
     def receive(self, peer: bytes, data: bytes) -> None:
         """A front end's batch: its requests' commands go to the engine in one batch, in order; the rest answered."""
@@ -48,7 +51,9 @@ class Dispatch:
             self.engine.apply(commands)
 
     def _add(self, peer: bytes, msg: AddRequest):
-        return self.engine.sequence(msg.id, msg.request, Delivery(self.put, peer, msg.id))
+        opened = self.open.setdefault(peer, set())
+        opened.add(msg.id)
+        return self.engine.sequence(msg.id, msg.request, Delivery(self.put, peer, msg.id, opened))
 
     @staticmethod
     def _forward(peer: bytes, msg):
@@ -56,6 +61,7 @@ class Dispatch:
 
     def _hello(self, peer: bytes, msg: Hello) -> None:
         self.put(peer, Ready(self.description(), next(self.first_ids)))
+        self.pids[peer] = msg.pid
         with self.voices_lock:
             self.peers.add(peer)
             self.put(peer, VoiceList(self.voice_names))
@@ -89,6 +95,24 @@ class Dispatch:
 
     def _shutdown(self, peer: bytes, msg: Shutdown) -> None:
         self.stop()
+
+    def reap(self) -> None:
+        """A front end whose process is gone (killed, crashed) leaves requests no one will close: they are cancelled,
+        so their slots and KV come back."""
+        for peer, pid in list(self.pids.items()):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                log.warning("front end %d is gone: its %d open requests are cancelled", pid,
+                            len(self.open.get(peer, ())))
+                del self.pids[peer]
+                with self.voices_lock:
+                    self.peers.discard(peer)
+                self.engine.apply([CancelRequest(i) for i in self.open.pop(peer, ())])
+                for key in [k for k in self.aligning if k[0] == peer]:
+                    self.aligning.pop(key).cancel()
+            except PermissionError:
+                pass
 
     def _refuse(self, peer: bytes, msg, exc: Exception) -> None:
         log.warning("a %s from a front end was refused: %s", type(msg).__name__, exc)
@@ -126,10 +150,12 @@ class Dispatch:
 
 class Delivery:
     """A request's chunks and error, from the engine thread to its front end."""
-    __slots__ = ("put", "peer", "id")
+    __slots__ = ("put", "peer", "id", "opened")
 
-    def __init__(self, put, peer: bytes, request_id: int):
-        self.put, self.peer, self.id = put, peer, request_id
+    def __init__(self, put, peer: bytes, request_id: int, opened: set):
+        self.put, self.peer, self.id, self.opened = put, peer, request_id, opened
 
     def deliver(self, item) -> None:
+        if isinstance(item, Exception) or item.final:
+            self.opened.discard(self.id)
         self.put(self.peer, Failed(self.id, Failure.of(item)) if isinstance(item, Exception) else Chunk(self.id, item))

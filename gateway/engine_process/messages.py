@@ -22,7 +22,7 @@ class Failure:
 # front end -> core
 @dataclass(slots=True)
 class Hello:
-    pass
+    pid: int                      # the front end's process: once it is gone, its requests are cancelled
 
 
 @dataclass(slots=True)
