@@ -22,6 +22,17 @@ def engine():
     engine.shutdown()
 
 
+@pytest.fixture(scope="session")
+def words_server():
+    """One gateway with word timestamps from the stand-in aligner (tests/stand_in_aligner.py), for the files that
+    speak to it and restore what they change."""
+    from stand_in_aligner import StandIn
+    from test_aligner_gateway import start_server
+    srv = start_server(StandIn())
+    yield srv
+    srv.stop()
+
+
 def pytest_ignore_collect(collection_path, config):
     """`-m "not slow"` does not import the files that are slow as a whole (qwen-asr alone takes 15 s to import)."""
     if collection_path.suffix == ".py" and "not slow" in (config.option.markexpr or ""):

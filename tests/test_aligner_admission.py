@@ -10,15 +10,12 @@ import websockets
 
 from aligner import AlignmentService
 from qwen_tts_client import protocol as p
-from stand_in_aligner import StandIn
-from test_aligner_gateway import assert_only_the_words_lost, converse, start_server, words_of
+from test_aligner_gateway import assert_only_the_words_lost, converse, words_of
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = start_server(StandIn())
-    yield srv
-    srv.stop()
+@pytest.fixture
+def server(words_server):
+    return words_server
 
 
 def test_a_context_refused_words_is_told_before_its_audio_and_speaks_on(server, monkeypatch):
@@ -39,21 +36,11 @@ def test_a_context_refused_words_is_told_before_its_audio_and_speaks_on(server, 
     assert words_of(log) and not [m for _, m in log if isinstance(m, p.Error)]
 
 
-class Recording(StandIn):
-    def __init__(self):
-        super().__init__()
-        self.units: list[str] = []
-
-    def align_units(self, items, sample_rate, turn=None):
-        self.units += [u for _, units in items for u in units]
-        return super().align_units(items, sample_rate, turn)
-
-
-def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned():
+def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned(server):
     """A's batch stalls; B's job waits behind it; B is cancelled: once A's batch is released, B's job is skipped and
     the next context's is aligned."""
-    aligner = Recording()
-    srv = start_server(aligner)
+    srv, aligner = server, server.aligner
+    aligner.stalled.clear(), aligner.release.clear(), aligner.units.clear()
 
     def queued() -> int:
         metrics = httpx.get(f"{srv.url}/metrics").text
@@ -83,7 +70,6 @@ def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned():
         (a, _), (c, _) = asyncio.run(run())
     finally:
         aligner.release.set()
-        srv.stop()
     assert "slow" in aligner.units and {"foxtrot", "golf"} <= set(aligner.units)
     assert not {"bravo", "charlie", "delta", "echo"} & set(aligner.units)
     assert [w for w, *_ in words_of(c)] == ["foxtrot", "golf"] and isinstance(c[-1][1], p.Done)

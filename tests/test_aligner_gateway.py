@@ -26,11 +26,9 @@ def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0):
     return ServerThread(engine, config, aligner=aligner, clock=clock).start()
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = start_server(StandIn())
-    yield srv
-    srv.stop()
+@pytest.fixture
+def server(words_server):
+    return words_server
 
 
 async def converse(srv, *messages, until=p.ends_context):
@@ -167,6 +165,7 @@ def test_no_word_timestamps_when_not_asked(server):
     assert not words_of(log) and isinstance(log[-1][1], p.Done)
 
 
+@pytest.mark.slow                                   # an engine and the aligner's model of its own
 def test_dummy_aligner_end_to_end():
     """The real model (tiny random weights): its times are arbitrary, so words settle at the end."""
     srv = start_server(Aligner.load(dummy="tiny", device="cpu"))

@@ -126,11 +126,11 @@ def test_malformed_or_unknown_input_leaves_the_core_running(data):
     assert [c[0][:2] for c in engine.applied] == [("seq", 7)] and not stopped
 
 
-def test_the_client_dispatches_every_core_message_by_its_type():
+def test_the_client_dispatches_every_core_message_by_its_type(engine):
     async def run():
         client = EngineClient(lambda: None, "ipc:///nonexistent/engine")
         client.ready = asyncio.get_running_loop().create_future()
-        rules = Engine.load(dummy="tiny", device="cpu", max_active=1).description()
+        rules = engine.description()
         client._dispatch([Ready(dict(rules, aligner=False), 7 * ID_SPAN), VoiceList(["ann"]), Stats({"active": 3}),
                           "unknown"])
         handle = client.submit(SynthesisRequest(text="Hi"))

@@ -7,7 +7,6 @@ import httpx
 import pytest
 
 from qwen_tts_client import protocol as p
-from stand_in_aligner import StandIn
 from test_aligner_gateway import barge_in, converse, start_server, words_of
 from test_gateway_ws import assert_same_audio, audio_of
 
@@ -16,11 +15,9 @@ SPOKEN = "\nHi there, see the docs  now."
 RAW = dict(filter_think=False, filter_markdown=False, filter_emoji=False)
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = start_server(StandIn())
-    yield srv
-    srv.stop()
+@pytest.fixture
+def server(words_server):
+    return words_server
 
 
 def talk(srv, context_id: str, pieces: list[str], **settings):

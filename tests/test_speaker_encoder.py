@@ -11,6 +11,7 @@ from engine.models.weights import seed_weights
 from engine.models.qwen3_tts.checkpoint import tiny_tts_config
 from engine.models.qwen3_tts.speaker_encoder import SpeakerEncoder
 
+pytestmark = pytest.mark.slow                   # parity with qwen-tts, whose import alone takes 4 s
 ref = pytest.importorskip("qwen_tts.core.models.modeling_qwen3_tts")
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig  # noqa: E402
 
