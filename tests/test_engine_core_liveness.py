@@ -8,7 +8,7 @@ from gateway.engine_process.io_loop import CoreIOLoop
 
 
 def test_the_core_stops_serving_once_its_engine_thread_is_gone():
-    engine = SimpleNamespace(thread=SimpleNamespace(is_alive=lambda: False), shutdown=lambda: None,
+    engine = SimpleNamespace(is_alive=lambda: False, shutdown=lambda: None,
                              stats=lambda: {}, voice_names=lambda: [])
     worker = CoreIOLoop(engine, None, starts.address())
     serving = threading.Thread(target=worker.serve, daemon=True)

@@ -98,6 +98,10 @@ class Engine:
     def step_ms(self) -> float:
         return self.step.step_ms
 
+    def is_alive(self) -> bool:
+        """False once the engine thread has stopped: no request would ever end."""
+        return self.thread.is_alive()
+
     def stats(self) -> dict:
         sched, queue = self.scheduler, self.scheduler.queue
         return dict(active=self.num_active, running=len(sched.running), waiting=len(sched.waiting),

@@ -23,7 +23,6 @@ class Background:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._since = 0.0
-        self.paced_s = 0.0
 
     def pace(self, modules) -> None:
         """After each innermost layer of `modules` that runs on this thread."""
@@ -38,9 +37,7 @@ class Background:
         if self.busy():
             if self.device.type == "cuda":
                 torch.cuda.current_stream().synchronize()
-            pause = (time.perf_counter() - self._since) * (1 - self.share) / self.share
-            time.sleep(pause)
-            self.paced_s += pause
+            time.sleep((time.perf_counter() - self._since) * (1 - self.share) / self.share)
         self._since = time.perf_counter()
 
     def start(self) -> "Background":

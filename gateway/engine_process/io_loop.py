@@ -49,7 +49,7 @@ class CoreIOLoop:
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + STATS_S
                 self.dispatch.reap()
-                if not self.engine.thread.is_alive():      # no request would ever end: the core fails, loudly
+                if not self.engine.is_alive():             # no request would ever end: the core fails, loudly
                     self.failure = "the engine thread stopped; restart the server (its log has the traceback)"
                     log.error(self.failure)
                     break
