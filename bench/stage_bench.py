@@ -87,10 +87,12 @@ def main():
     p.add_argument("--context", type=int, default=200, help="talker KV length per stream")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches whose kernels to list (eager)")
     p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
+    p.add_argument("--conv-search", type=int, default=KernelSettings.conv_search,
+                   help="cuDNN algorithms timed per convolution shape (0: the heuristic's pick)")
     args = p.parse_args()
     max_b = max(args.batches)
     engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=args.context + 64,
-                         kernels=KernelSettings(few_rows=args.few_rows))
+                         kernels=KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search))
     print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
     print("batch  predict  talk  decode  total  | per stream-frame us")
     for b in args.batches:

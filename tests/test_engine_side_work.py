@@ -63,3 +63,54 @@ def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_t
     assert scheduler.slack_s(101.0) == 0.0
     starting.playout.unread, starting.playout.unsent = 0, [("codes", "pcm")]    # read, not sent: one frame ahead
     assert abs(scheduler.slack_s(101.0) - 0.08) < 1e-9
+
+
+def test_a_stream_not_yet_heard_shortens_a_turn_and_keeps_its_first_chunk_for_after_it():
+    """Streams start all the time at scale: one not heard yet does not hold the turns back (its first audio pays a
+    short turn), and the send before a turn leaves its frames for the next step's first-chunk rule."""
+    import numpy as np
+
+    from engine.api.request import SynthesisRequest
+    from engine.core.output import AudioOut
+    from engine.core.scheduler import Scheduler
+    from engine.core.sequence import Sequence
+    from engine.models.base import AudioFormat
+    from tests.fake_clock import FakeClock
+
+    audio = AudioFormat(num_codebooks=1, samples_per_frame=1920, sample_rate=24000)
+    scheduler = Scheduler(None, 4, 256, kv=None, admission=None, max_context=1024)
+    playing, starting = (Sequence(i, SynthesisRequest(text_complete=False), None, 0, "", audio) for i in range(2))
+    playing.playout.listener.add(10 * 24000, 100.0)
+    starting.playout.unsent = [(np.zeros(1), np.zeros(1920, np.float32))]      # a first frame read, not sent
+    scheduler.running = [playing, starting]
+    assert scheduler.starting()
+    assert scheduler.slack_s(101.0) == 0.08 and abs(scheduler.slack_s(101.0, listening=True) - 9.0) < 1e-9
+    side_work, given = SideWork(timeout_s=5), []
+    assert side_work.offer(9.0, 0.1, lambda: given.append(1), most_s=0.02) is None      # no one waits
+    clock = FakeClock()
+    clock.now = 101.0
+    out = AudioOut(scheduler, audio, clock)
+    out.send(9.0, heard_only=True)
+    assert len(starting.playout.unsent) == 1 and not starting.playout.listener.started
+    scheduler.running = [starting]
+    starting.playout.unsent.append(starting.playout.unsent[0])
+    starting.handle = type("Handle", (), {"deliver": lambda self, chunk: given.append(chunk)})()
+    out.send(0.0, first=2)                                                        # the next step's flush
+    assert starting.playout.listener.started and len(given[-1].pcm) == 2 * 1920 and out.dry == 0
+
+
+def test_a_turn_while_streams_start_is_at_most_the_bound_given():
+    side_work, seen = SideWork(timeout_s=5), []
+
+    def side():
+        with side_work.turn(0.01) as turn:
+            seen.append(turn.budget_s)
+            turn.end("queued")
+    thread = threading.Thread(target=side)
+    thread.start()
+    while side_work.wanted is None:
+        time.sleep(0.001)
+    assert side_work.offer(9.0, 0.1, lambda: "step", most_s=0.005) is None       # its first slice would not fit
+    assert side_work.offer(9.0, 0.1, lambda: "step", most_s=0.02) == "queued"
+    thread.join(5)
+    assert seen == [0.02]

@@ -42,8 +42,6 @@ class Engine:
         self.model = model
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
-        if cuda:
-            torch.backends.cudnn.benchmark = True
         chosen = select(model.device, kernels)
         log.info("kernels: %s", chosen.describe())
         by_memory = kv_tokens_per_stream is None
@@ -109,6 +107,7 @@ class Engine:
                     queued_total=queue.queued, queue_expired=queue.expired, queue_waited_s=queue.waited_s,
                     queue_max_waited_ms=1000 * queue.max_waited_s,
                     frames=self.step.frames_total, errors=self.thread.errors, step_ms=self.step_ms,
+                    listener_dry=self.step.audio.dry, turns_given=self.side_work.stats["given"],
                     max_active=sched.max_active, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)

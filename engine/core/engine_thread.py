@@ -11,6 +11,8 @@ from engine.api.request import EngineInputError
 from engine.core.isolation import FaultIsolation
 from engine.core.sequence import Sequence, Status
 
+STARTING_TURN_S = 0.02      # the least a turn may delay a starting stream's first audio
+
 
 class EngineThread:
     def __init__(self, model, scheduler, runner, step, voices, side_work, clock):
@@ -70,12 +72,15 @@ class EngineThread:
         self.side_work.planned(self.step.step_s)      # learns the capacity words are admitted on
         if self.side_work.wanted is None:
             return
-        slack = self.scheduler.slack_s(self.clock.monotonic())
-        self._follow(self.side_work.offer(slack, max(0.1, 3 * self.step.step_s), lambda: self._before_turn(slack)))
+        # streams not yet heard do not bound the turn (their first chunk waits for the next step) but their first
+        # audio pays for it: then a turn is short, so that words keep up while streams start all the time
+        slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
+        most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
+        self._follow(self.side_work.offer(slack, max(0.1, 3 * step_s), lambda: self._before_turn(slack), most))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""
-        self.step.audio.send(slack)
+        self.step.audio.send(slack, heard_only=True)
         self.runner.join_decode()
         return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
 

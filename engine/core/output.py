@@ -14,6 +14,7 @@ class AudioOut:
         self.scheduler, self.audio, self.clock, self.read_later_from = scheduler, audio, clock, read_later_from
         self.in_flight: deque = deque()
         self.fresh = False
+        self.dry = 0          # chunks that reached a listener with nothing left to play while its text was ready
 
     def add(self, streams: list, kept: list[bool], copy) -> None:
         for s in itertools.compress(streams, kept):
@@ -46,12 +47,15 @@ class AudioOut:
                 s.playout.unsent.append((row, audio))
         self.send(margin, first)
 
-    def send(self, margin: float, first: int = 1) -> None:
+    def send(self, margin: float, first: int = 1, heard_only: bool = False) -> None:
+        """`heard_only`: to listeners already playing (a first chunk must outlast the next step's wait)."""
         now = self.clock.monotonic()
         for s in list(self.scheduler.running):
             playout, generated = s.playout, s.finish_reason is not None
-            if not playout.should_send(now, margin, first, generated):
+            if heard_only and not playout.listener.started or not playout.should_send(now, margin, first, generated):
                 continue
+            if playout.listener.started and playout.buffered_s(now) <= 0 and s.text.ready():
+                self.dry += 1
             frames = playout.take(first, now)
             final = generated and not playout.unsent and not playout.unread
             start = s.frames - playout.unread - len(playout.unsent) - len(frames)

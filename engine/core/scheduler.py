@@ -48,6 +48,11 @@ class Scheduler:
     def admitting(self) -> bool:
         return bool(self.free_slots) and any(s.text.num_text_ids or s.text.closed for s in self.waiting)
 
+    def starting(self) -> bool:
+        """A stream whose first audio a pause would delay: one joining, or one whose listener has not started."""
+        return self.admitting() or any(not s.playout.listener.started and s.finish_reason is None
+                                       for s in self.running)
+
     def slack_s(self, now: float, listening: bool = False) -> float:
         """How long the engine could pause before a listener runs dry."""
         if not listening and self.admitting():

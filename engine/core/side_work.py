@@ -85,9 +85,9 @@ class SideWork:
             self._untimed = [t for t in self._untimed if t not in timed]
         return self.plan.after_step(step_s, sum(map(device_seconds, timed)))
 
-    def offer(self, slack_s: float, reserve_s: float, settle):
-        """After a step: a turn if the slack past `reserve_s`, over 1.5, covers its cost."""
-        cost, budget = self.wanted, (slack_s - reserve_s) / 1.5
+    def offer(self, slack_s: float, reserve_s: float, settle, most_s: float = float("inf")):
+        """After a step: a turn if the slack past `reserve_s`, over 1.5 and at most `most_s`, covers its cost."""
+        cost, budget = self.wanted, min((slack_s - reserve_s) / 1.5, most_s)
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)

@@ -29,6 +29,7 @@ class KernelSettings:
     triton: bool = True
     few_rows: int = few_row_layer.TILE_ROWS
     side_decode: bool = True
+    conv_search: int = 10      # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
 
 
 @dataclass(frozen=True)
@@ -81,5 +82,9 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("attention_output_and_mlp", by_shape(partial(few_row_layer.fits_output_and_mlp, settings.few_rows),
                                                      few_row_layer.attention_output_and_mlp,
                                                      chosen["attention_output_and_mlp"]), rows)
+    if gpu:
+        torch.backends.cudnn.benchmark = settings.conv_search > 0
+        torch.backends.cudnn.benchmark_limit = max(settings.conv_search, 1)
+        names["conv"] = f"cudnn(search {settings.conv_search})" if settings.conv_search else "cudnn(heuristic)"
     ops.__dict__.update(chosen)
     return Kernels(names, side_decode=gpu and settings.side_decode)
