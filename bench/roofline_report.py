@@ -44,8 +44,9 @@ def report(model, device: str, context: int, block: int, timed: list[tuple[int, 
     for batch, ms in timed:
         costs = stage_costs(cfg, cfg.codec, batch, context, itemsize)
         row = {name: reached(costs[name], ms[name], tflops, tbps) for name in STAGES}
-        step = sum((costs[name] for name in STAGES), Cost(itemsize))
-        batches.append(dict(batch=batch, **row, step=reached(step, sum(ms.values()), tflops, tbps)))
+        step = reached(sum((costs[name] for name in STAGES), Cost(itemsize)), sum(ms.values()), tflops, tbps)
+        step.update(floor_ms=sum(row[name]["floor_ms"] for name in STAGES), bound="stages in turn")
+        batches.append(dict(batch=batch, **row, step=step))
     out = dict(model=model.name, device=device, dtype=str(model.dtype).removeprefix("torch."), commit=commit(),
                date=time.strftime("%Y-%m-%d"), context=context, limits=dict(tflops=tflops, tbps=tbps),
                batches=batches, memory=memory_plan(cfg, max(b for b, _ in timed), context, block, itemsize))
@@ -58,7 +59,7 @@ def report(model, device: str, context: int, block: int, timed: list[tuple[int, 
 def print_report(r: dict) -> None:
     lim = r["limits"]
     print(f"\nroofline at context {r['context']} ({r['dtype']}; limits {lim['tflops']:g} TFLOP/s dense, "
-          f"{lim['tbps']:g} TB/s; floor: the least time both allow)")
+          f"{lim['tbps']:g} TB/s; floor: the least time the limits allow a stage, a step its stages in turn)")
     print("batch stage        ms    GFLOP      GB  TFLOP/s   TB/s  %TF/s %TB/s  floor ms  bound")
     for b in r["batches"]:
         for name in STAGES + ("step",):

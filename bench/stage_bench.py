@@ -109,8 +109,12 @@ def main(argv=None) -> dict:
     engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=-(-args.context // 64) * 64,
                          kernels=KernelSettings(few_rows=args.few_rows), use_graphs=False)
     r, cuda = engine.runner, engine.model.device.type == "cuda"
-    for stage in (r.predict_stage, r.talk_stage, r.decode_stage):
-        stage.use_graphs = cuda                   # captured on first use: only the batches asked, not every bucket
+    if cuda:                    # graphs for the batches asked only, not every bucket; largest first, as serve does
+        for stage in (r.predict_stage, r.talk_stage, r.decode_stage):
+            stage.use_graphs = True
+        for b in sorted(args.batches, reverse=True):
+            for call in stage_calls(r, b, args.context).values():
+                call()
     device = torch.cuda.get_device_name() if cuda else "CPU"
     print(f"{args.dummy} on {device}: {'GPU ms per stage (graph replay)' if cuda else 'ms per stage (eager)'}")
     print("batch  predict  talk  decode  total  | per stream-frame us")
