@@ -19,22 +19,23 @@ from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
 from bench.roofline_report import print_report, report  # noqa: E402
 
 
-def gpu_ms(fn, reps: int = 20) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        if not torch.cuda.is_available():
-            start = time.perf_counter()
-            fn()
-            times.append(1000 * (time.perf_counter() - start))
-            continue
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+def once_ms(fn) -> float:
+    if not torch.cuda.is_available():
+        start = time.perf_counter()
         fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+        return 1000 * (time.perf_counter() - start)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b)
+
+
+def gpu_ms(fn, reps: int = 20) -> float:
+    """The median of `reps` calls after one untimed: CUDA events on a GPU, the wall clock on a CPU."""
+    fn()
+    return statistics.median(once_ms(fn) for _ in range(reps))
 
 
 def stage_calls(r, b: int, context: int) -> dict:
