@@ -11,6 +11,7 @@ from bench import stage_bench
 from bench.roofline import Cost, reached, stage_costs
 from bench.roofline_report import codec_state_bytes, memory_plan
 from engine import Engine
+from engine.kernels.registry import ops
 
 BATCH = 4               # a graph bucket: a batch between two runs padded to the next
 CONTEXT = 48            # whole 16-token blocks: the CPU's attention reads whole blocks, as counted
@@ -50,6 +51,21 @@ def test_weight_bytes_are_the_parameters_each_stage_reads(tiny):
     unused = numel(decoder.quantizer.rvq_first.input_proj, decoder.quantizer.rvq_rest.input_proj)
     assert costs["decode"].weights == item * (numel(decoder) - unused) + rows(decoder.quantizer.table.shape[-1],
                                                                               decoder.num_quantizers)
+
+
+@torch.inference_mode()
+def test_predictor_cache_bytes_are_what_its_attention_reads(tiny, monkeypatch):
+    engine, _, costs = tiny
+    read = []
+    attend = ops.dense_attention
+
+    def counted(q, k, v, cache_k, cache_v, start, scale):
+        end = start + q.shape[0] // cache_k.shape[0]
+        read.append(2 * cache_k[:, :end].numel() * cache_k.element_size())
+        return attend(q, k, v, cache_k, cache_v, start, scale)
+    monkeypatch.setattr(ops, "dense_attention", counted)
+    stage_bench.stage_calls(engine.runner, BATCH, CONTEXT)["predict"]()
+    assert sum(read) == costs["predict"].state
 
 
 def test_state_bytes_are_the_engine_buffers(tiny):
