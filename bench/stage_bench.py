@@ -1,8 +1,13 @@
-"""GPU time of each per-frame stage by batch size (graph replays timed with CUDA events), and what one engine
-step costs on the host: the gap between the two is launch and Python overhead."""
+"""GPU time of each per-frame stage by batch size (graph replays timed with CUDA events; on a CPU, eager calls timed
+by the wall clock), beside the work each must do and the share of the GPU's limits it reaches (bench/roofline.py).
+
+python3 bench/stage_bench.py --dummy 1.7B-CustomVoice --batches 512 1024 2048 --json stages.json"""
 import argparse
+import json
 import statistics
 import sys
+import time
+import time
 from pathlib import Path
 
 import torch
@@ -11,19 +16,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams  # noqa: E402
 from engine.kernels.registry import KernelSettings  # noqa: E402
+from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
+from bench.roofline_report import print_report, report  # noqa: E402
+
+
+def once_ms(fn) -> float:
+    if not torch.cuda.is_available():
+        start = time.perf_counter()
+        fn()
+        return 1000 * (time.perf_counter() - start)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b)
 
 
 def gpu_ms(fn, reps: int = 20) -> float:
+    """The median of `reps` calls after one untimed: CUDA events on a GPU, the wall clock on a CPU."""
     fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return statistics.median(once_ms(fn) for _ in range(reps))
 
 
 def stage_calls(r, b: int, context: int) -> dict:
@@ -80,7 +93,7 @@ def kernel_table(name: str, fn, top: int = 12) -> None:
 
 
 @torch.inference_mode()
-def main():
+def main(argv=None) -> dict:
     p = argparse.ArgumentParser()
     p.add_argument("--dummy", default="1.7B-CustomVoice")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 16, 64, 128, 256])
@@ -89,20 +102,46 @@ def main():
     p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     p.add_argument("--conv-search", type=int, default=KernelSettings.conv_search,
                    help="cuDNN algorithms timed per convolution shape (0: the heuristic's pick)")
-    args = p.parse_args()
+    p.add_argument("--reps", type=int, default=20, help="timed calls per stage and batch; their median is kept")
+    p.add_argument("--json", help="write the per-stage roofline of every batch here")
+    p.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS,
+                   help=f"the GPU's dense bf16 limit, TFLOP/s (default: H100 SXM, {PEAK_TFLOPS:g})")
+    p.add_argument("--peak-tbps", type=float, default=PEAK_TBPS,
+                   help=f"its memory bandwidth, TB/s (default: H100 SXM's HBM3, {PEAK_TBPS:g})")
+    args = p.parse_args(argv)
     max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=args.context + 64,
-                         kernels=KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search))
-    print(f"{args.dummy} on {torch.cuda.get_device_name()}: GPU ms per stage (graph replay)")
+    engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=-(-args.context // 64) * 64,
+                         kernels=KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search),
+                         use_graphs=False)
+    r, cuda = engine.runner, engine.model.device.type == "cuda"
+    if cuda:                    # graphs for the batches asked only, not every bucket; largest first, as serve does
+        for stage in (r.predict_stage, r.talk_stage, r.decode_stage):
+            stage.use_graphs = True
+        t0 = time.perf_counter()
+        for b in sorted(args.batches, reverse=True):
+            for call in stage_calls(r, b, args.context).values():
+                call()
+        print(f"graphs of {len(args.batches)} batches captured in {time.perf_counter() - t0:.1f} s "
+              f"(cuDNN search {args.conv_search or 'off'})")
+    device = torch.cuda.get_device_name() if cuda else "CPU"
+    print(f"{args.dummy} on {device}: {'GPU ms per stage (graph replay)' if cuda else 'ms per stage (eager)'}")
     print("batch  predict  talk  decode  total  | per stream-frame us")
+    timed = []
     for b in args.batches:
-        calls = stage_calls(engine.runner, b, args.context)
-        t_pred, t_talk, t_dec = (gpu_ms(calls[k]) for k in ("predict", "talk", "decode"))
+        calls = stage_calls(r, b, args.context)
+        ms = {k: gpu_ms(calls[k], args.reps) for k in ("predict", "talk", "decode")}
+        t_pred, t_talk, t_dec = ms.values()
         total = t_pred + t_talk + t_dec
         print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
+        timed.append((b, ms))
+    result = report(engine.model, device, args.context, r.block_size, timed, args.peak_tflops, args.peak_tbps)
+    print_report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
     for b in args.kernels:
         for name, fn in eager_calls(engine.runner, b, args.context).items():
             kernel_table(f"batch {b} {name}", fn)
+    return result
 
 
 if __name__ == "__main__":
