@@ -7,7 +7,6 @@ import json
 import statistics
 import sys
 import time
-import time
 from pathlib import Path
 
 import torch
