@@ -66,12 +66,15 @@ class AlignmentService:
         if self.side_work is None or self.side_work.plan is None:
             future.set_result(None)
             return future
-        per_audio_s = self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
-        future.set_result(self.admission.admit(per_audio_s, self.side_work.plan.capacity,    # (at full batches)
+        future.set_result(self.admission.admit(self.cost_per_audio_s(), self.side_work.plan.capacity,
                                                self.waited_s if self.queued else 0.0))
         if future.result():
             self.stats["refused"] += 1
         return future
+
+    def cost_per_audio_s(self) -> float:
+        """Device seconds a second of audio costs, at full batches."""
+        return self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
 
     @property
     def queued(self) -> int:

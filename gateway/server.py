@@ -115,7 +115,14 @@ async def metrics(request: Request) -> PlainTextResponse:
                       tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
                                                  stats.get("aligner_audio_s", 0.0)),
                       tts_aligner_refused_contexts=("contexts refused word timestamps (words_refused), cumulative",
-                                                    stats.get("aligner_refused", 0)))
+                                                    stats.get("aligner_refused", 0)),
+                      tts_aligner_device_seconds=("the aligner's device time, cumulative",
+                                                  stats.get("aligner_device_s", 0.0)),
+                      tts_aligner_turns=("turns the aligner took, cumulative", stats.get("aligner_turns", 0)),
+                      tts_aligner_cost_ms_per_audio_s=("learnt device ms a second of audio costs, at full batches",
+                                                       stats.get("aligner_cost_ms", 0.0)),
+                      tts_aligner_capacity=("device seconds a second planned for alignment, recent",
+                                            stats.get("aligner_capacity", 0.0)))
     return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
                              media_type="text/plain; version=0.0.4")
 

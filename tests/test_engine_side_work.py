@@ -114,3 +114,13 @@ def test_a_turn_while_streams_start_is_at_most_the_bound_given():
     assert side_work.offer(9.0, 0.1, lambda: "step", most_s=0.02) == "queued"
     thread.join(5)
     assert seen == [0.02]
+
+
+def test_the_plan_counts_only_the_turns_the_listeners_allow():
+    from engine.core.turn_plan import TurnPlan
+    plan = TurnPlan(0.08)
+    assert abs(plan.after_step(0.04, 0.0) - 0.032) < 1e-9                  # 90% of the frame less the step
+    assert abs(plan.after_step(0.04, 0.0, most_s=0.02) - 0.02) < 1e-9     # streams starting: a short turn
+    turn_s, capacity = plan.turn_s, plan.capacity
+    assert plan.after_step(0.04, 0.0, most_s=-0.01) == 0.0                # a listener too low for any turn
+    assert plan.turn_s == turn_s and plan.capacity < capacity             # fewer turns, not smaller ones

@@ -10,6 +10,7 @@ from engine.api.commands import AppendText, Batch, CancelRequest, CloseText
 from engine.api.request import EngineInputError
 from engine.core.isolation import FaultIsolation
 from engine.core.sequence import Sequence, Status
+from engine.core.side_work import SideWork
 
 STARTING_TURN_S = 0.02      # the least a turn may delay a starting stream's first audio
 
@@ -69,14 +70,15 @@ class EngineThread:
             self._fail(seq, RuntimeError("engine shut down"))
 
     def _offer_turn(self) -> None:
-        self.side_work.planned(self.step.step_s)      # learns the capacity words are admitted on
-        if self.side_work.wanted is None:
-            return
         # streams not yet heard do not bound the turn (their first chunk waits for the next step) but their first
         # audio pays for it: then a turn is short, so that words keep up while streams start all the time
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
         most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
-        self._follow(self.side_work.offer(slack, max(0.1, 3 * step_s), lambda: self._before_turn(slack), most))
+        reserve = max(0.1, 3 * step_s)
+        self.side_work.planned(step_s, SideWork.budget(slack, reserve, most))   # the turns words are admitted on
+        if self.side_work.wanted is None:
+            return
+        self._follow(self.side_work.offer(slack, reserve, lambda: self._before_turn(slack), most))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""

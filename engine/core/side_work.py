@@ -76,18 +76,24 @@ class SideWork:
             self.open = False
             return self._wait(self._current)
 
-    def planned(self, step_s: float) -> float:
-        """After each step (`step_s`: its time, turns included): the device seconds of this frame's planned share."""
+    def planned(self, step_s: float, most_s: float = float("inf")) -> float:
+        """After each step (`step_s`: its time, turns included; `most_s`: the longest turn the listeners allow now):
+        the device seconds of this frame's planned share."""
         if self.plan is None:
             return 0.0
         with self._cv:
             timed = [t for t in self._untimed if t.timed()]
             self._untimed = [t for t in self._untimed if t not in timed]
-        return self.plan.after_step(step_s, sum(map(device_seconds, timed)))
+        return self.plan.after_step(step_s, sum(map(device_seconds, timed)), most_s)
+
+    @staticmethod
+    def budget(slack_s: float, reserve_s: float, most_s: float = float("inf")) -> float:
+        """The longest turn the listeners allow: the slack past `reserve_s`, over 1.5, at most `most_s`."""
+        return min((slack_s - reserve_s) / 1.5, most_s)
 
     def offer(self, slack_s: float, reserve_s: float, settle, most_s: float = float("inf")):
-        """After a step: a turn if the slack past `reserve_s`, over 1.5 and at most `most_s`, covers its cost."""
-        cost, budget = self.wanted, min((slack_s - reserve_s) / 1.5, most_s)
+        """After a step: a turn if the listeners allow (`budget`) its cost."""
+        cost, budget = self.wanted, self.budget(slack_s, reserve_s, most_s)
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)

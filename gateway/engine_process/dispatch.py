@@ -144,7 +144,11 @@ class Dispatch:
         if self.aligner is not None:
             stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
                          aligner_audio_s=self.aligner.stats["audio_seconds"],
-                         aligner_refused=self.aligner.stats["refused"])
+                         aligner_refused=self.aligner.stats["refused"],
+                         aligner_device_s=self.aligner.stats["device_seconds"], aligner_turns=self.aligner.stats["turns"],
+                         aligner_cost_ms=1000 * self.aligner.cost_per_audio_s() if self.aligner.side_work else 0.0,
+                         aligner_capacity=self.aligner.side_work.plan.capacity
+                         if self.aligner.side_work and self.aligner.side_work.plan else 0.0)
         return stats
 
 
