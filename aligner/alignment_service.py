@@ -35,7 +35,7 @@ class AlignmentService:
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a slice's device time: learnt from the turns taken
         self.marginal_s = 0.0002                  # device seconds per aligned audio-second past the slices' fixed
-        self.admission, self.waited_s = WordsAdmission(clock), 0.0
+        self.admission, self.late_s = WordsAdmission(clock), -math.inf
         self.jobs: queue.Queue = queue.Queue()
         self.max_queue = max_queue
         self.waiting: list = []                   # heap of (due, arrival, job): the most urgent first
@@ -67,7 +67,7 @@ class AlignmentService:
             future.set_result(None)
             return future
         future.set_result(self.admission.admit(self.cost_per_audio_s(), self.side_work.plan.capacity,
-                                               self.waited_s if self.queued else 0.0))
+                                               self.late_s if self.queued else -math.inf))
         if future.result():
             self.stats["refused"] += 1
         return future
@@ -135,7 +135,6 @@ class AlignmentService:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
         waits = [self.clock.monotonic() - item[4] for item in batch]
         self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
-        self.waited_s = max(waits, default=0.0)
         groups = deque([batch])
         while groups:
             group = groups.popleft()
@@ -182,6 +181,9 @@ class AlignmentService:
         if measured and len(measured) == len(taken):
             spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
             self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
+        now = self.clock.monotonic()            # how far behind a real-time player its windows' words came
+        self.late_s = max((now - due - len(audio) / self.rate for audio, _, _, due, _ in batch if due is not None),
+                          default=-math.inf)
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
 

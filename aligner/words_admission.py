@@ -1,16 +1,17 @@
 """Whether a new context can have word timestamps: the aligner's expected demand (the audio submitted lately at its
 learnt device cost, plus the contexts admitted lately whose audio has not come yet) within a share of the device time
-the engine plans for side work, and its queue not falling behind. Contexts already admitted keep their words."""
+the engine plans for side work, and its words staying ahead of the listeners. Contexts already admitted keep their words."""
 from collections import deque
 
 
 class WordsAdmission:
     def __init__(self, clock, fill: float = 0.8, window_s: float = 2.0, ramp_s: float = 1.5,
-                 context_audio: float = 2.0, late_s: float = 1.0):
+                 context_audio: float = 2.0, margin_s: float = 0.5):
         """`context_audio`: audio seconds a second a new context is expected to submit (faster than real time while
-        the engine runs ahead, windows re-aligned in part); `late_s`: a job that waited this long means behind."""
+        the engine runs ahead, windows re-aligned in part); `margin_s`: words that came less than this before a
+        real-time player passed them mean the aligner is behind."""
         self.clock, self.fill, self.window_s, self.ramp_s = clock, fill, window_s, ramp_s
-        self.context_audio, self.late_s = context_audio, late_s
+        self.context_audio, self.margin_s = context_audio, margin_s
         self.submitted: deque = deque()      # (time, audio seconds) in the window
         self.audio_s = 0.0
         self.admitted: deque = deque()       # when each context of the last `ramp_s` was admitted
@@ -21,14 +22,14 @@ class WordsAdmission:
         self.submitted.append((now, audio_s))
         self.audio_s += audio_s
 
-    def admit(self, per_audio_s: float, capacity: float, waited_s: float) -> str | None:
-        """None: admitted; else the reason. `capacity`: side work's device seconds a second; `waited_s`: the longest
-        a job of the last batch waited."""
+    def admit(self, per_audio_s: float, capacity: float, late_s: float) -> str | None:
+        """None: admitted; else the reason. `capacity`: side work's device seconds a second; `late_s`: how long after
+        a real-time player passed its window the last batch's latest words came (negative: before)."""
         now = self.clock.monotonic()
         self._forget(now)
         demand = (self.audio_s / self.window_s + (len(self.admitted) + 1) * self.context_audio) * per_audio_s
-        if waited_s > self.late_s:
-            return f"the aligner is behind (a job waited {waited_s:.1f} s)"
+        if late_s > -self.margin_s:
+            return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
         if demand > self.fill * capacity:
             return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
                     f"wanted, {capacity:.2f} planned)")

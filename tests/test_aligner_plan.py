@@ -48,6 +48,7 @@ def test_admission_keeps_only_its_window_of_submissions():
         admission.submit(2.0)
         clock.advance(0.1)
     assert len(admission.submitted) <= 21 and abs(admission.audio_s - 2.0 * len(admission.submitted)) < 1e-6
-    assert admission.admit(0.001, capacity=1.0, waited_s=0.0) is None          # 20 audio-s/s + 2: 0.022 device-s/s
-    assert "no time left" in admission.admit(0.001, capacity=0.02, waited_s=0.0)
-    assert "behind" in admission.admit(0.001, capacity=1.0, waited_s=1.5)
+    assert admission.admit(0.001, capacity=1.0, late_s=-3.0) is None          # 20 audio-s/s + 2: 0.022 device-s/s
+    assert "no time left" in admission.admit(0.001, capacity=0.02, late_s=-3.0)
+    assert "behind" in admission.admit(0.001, capacity=1.0, late_s=-0.2)       # words 0.2 s ahead: too close
+    assert "behind" in admission.admit(0.001, capacity=1.0, late_s=1.0)
