@@ -55,7 +55,6 @@ class AlignmentService:
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
         else:
-            self.admission.submit(len(audio) / self.rate)
             self.jobs.put_nowait((audio, units, future, due, self.clock.monotonic()))
         return future
 
@@ -177,6 +176,7 @@ class AlignmentService:
         measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
         for seconds, gflop, n in measured:
             self.stats["device_seconds"] += seconds
+            self.admission.used(seconds)
             self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - n * self.fixed_s) / max(gflop, 1e-3)
         if measured and len(measured) == len(taken):
             spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
