@@ -29,7 +29,7 @@ class KernelSettings:
     triton: bool = True
     few_rows: int = few_row_layer.TILE_ROWS
     side_decode: bool = True
-    conv_search: int = 10      # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
+    conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
 
 
 @dataclass(frozen=True)
