@@ -21,7 +21,7 @@ from stand_in_aligner import StandIn
 
 def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0):
     engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
-    config = GatewayConfig(max_contexts_per_socket=4, max_frames=30, aligner_timeout=aligner_timeout,
+    config = GatewayConfig(max_contexts_per_socket=4, max_frames=20, aligner_timeout=aligner_timeout,
                            context_timeout=600, limits=Limits(max_outbound_seconds=600))   # past a fake clock's leaps
     return ServerThread(engine, config, aligner=aligner, clock=clock).start()
 

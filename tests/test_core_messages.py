@@ -9,11 +9,14 @@ from concurrent.futures import Future
 
 import numpy as np
 import pytest
+import zmq
+import zmq.asyncio
 
 from engine import AudioChunk, Engine, EngineInputError, SynthesisRequest
 from engine.api.commands import AddRequest, AppendText, Batch, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
 from engine.models.qwen3_tts.requests import ROLE
+from gateway.engine_process import client as client_module, wire
 from gateway.engine_process.client import EngineClient
 from gateway.engine_process.dispatch import ID_SPAN, Dispatch
 from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready,
@@ -147,6 +150,24 @@ def test_the_client_dispatches_every_core_message_by_its_type(engine):
         with pytest.raises(RuntimeError, match="x"):
             await deleted
         assert [type(m) for m in client.batch.take()] == [AddRequest, AddRequest, RegisterVoice, DeleteVoice]
+    asyncio.run(run())
+
+
+def test_a_reader_that_outlives_its_closed_socket_ends_instead_of_retrying(monkeypatch):
+    """close() cancels the reader, then closes its socket; a message arriving with the cancel makes Python 3.11's
+    wait_for lose it, and the next read meets the closed socket: once, not in a loop that never yields."""
+    def logged(*args):
+        raise AssertionError(f"the reader retried a closed socket: {args}")
+    monkeypatch.setattr(client_module.log, "exception", logged)
+
+    async def run():
+        client = EngineClient(lambda: None, "ipc:///nonexistent/engine")
+        client.ready = asyncio.get_running_loop().create_future()
+        client.ctx = zmq.asyncio.Context()
+        client.sock = wire.socket(client.ctx, zmq.DEALER, client.identity)
+        client.sock.close()
+        await client._read()
+        client.ctx.term()
     asyncio.run(run())
 
 

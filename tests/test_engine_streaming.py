@@ -1,4 +1,5 @@
 """Continuous batching, incremental text, chunk schedules: a request's output never depends on its company."""
+import dataclasses
 import time
 
 import numpy as np
@@ -13,9 +14,12 @@ TEXTS = ["Hello there, how are you doing today?", "Short one.",
          "Numbers like 3.14159 and dates like 2026-11-22 are spoken too."]
 
 
-def run(engine, request):
-    chunks = list(engine.submit(request).iter_blocking())
-    return np.concatenate([c.codes for c in chunks]), np.concatenate([c.pcm for c in chunks]), chunks
+def run(engine, *requests):
+    """(codes, pcm, chunks) of one request, or a list of them for several, submitted together: one batch."""
+    handles = [engine.submit(r) for r in requests]
+    runs = [(np.concatenate([c.codes for c in chunks]), np.concatenate([c.pcm for c in chunks]), chunks)
+            for chunks in (list(h.iter_blocking()) for h in handles)]
+    return runs[0] if len(runs) == 1 else runs
 
 
 def requests():
@@ -68,9 +72,8 @@ def test_mixed_batch_equals_alone_with_late_joins_and_a_cancel(engine, read_late
 def test_any_chunk_schedule_gives_the_same_audio(engine, schedule, read_later_from):
     base = SynthesisRequest(text=TEXTS[0], voice="vivian", sampling=SamplingParams.greedy(), max_frames=33,
                             ignore_eos=True)
-    codes, pcm, _ = run(engine, base)
-    base.chunk_frames, base.adaptive_chunks = schedule, False
-    codes2, pcm2, chunks = run(engine, base)
+    scheduled = dataclasses.replace(base, chunk_frames=schedule, adaptive_chunks=False)
+    (codes, pcm, _), (codes2, pcm2, chunks) = run(engine, base, scheduled)
     np.testing.assert_array_equal(codes2, codes)
     assert_audio_close(pcm2, pcm)
     sizes = [len(c.codes) for c in chunks]
@@ -118,23 +121,22 @@ def test_default_length_budget_stops_runaway(engine):
 
 def test_text_appended_after_the_text_was_closed_is_not_spoken(engine):
     request = lambda: SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(), max_frames=30)
-    codes, _, _ = run(engine, request())
+    alone = engine.submit(request())                                        # the three side by side: one batch
     late = engine.submit(request())
     engine.append_text(late.id, " And this came after the end of the text.")   # a caller bug: ignored, not spoken
-    assert np.array_equal(np.concatenate([c.codes for c in late.iter_blocking()]), codes)
     incremental = engine.submit(SynthesisRequest(text=TEXTS[1], voice="ryan", sampling=SamplingParams.greedy(),
                                                  max_frames=30, text_complete=False))
     engine.close_text(incremental.id)
     engine.append_text(incremental.id, " More after close.")
+    codes = np.concatenate([c.codes for c in alone.iter_blocking()])
+    assert np.array_equal(np.concatenate([c.codes for c in late.iter_blocking()]), codes)
     assert np.array_equal(np.concatenate([c.codes for c in incremental.iter_blocking()]), codes)
 
 
 def test_unset_sampling_fields_come_from_the_checkpoint_generation_config(engine):
     request = SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True)
-    greedy, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True,
-                                                sampling=SamplingParams.greedy()))
-    sampled, _, _ = run(engine, SynthesisRequest(text=TEXTS[0], voice="vivian", max_frames=12, ignore_eos=True,
-                                                 sampling=SamplingParams(seed=1)))
+    (greedy, _, _), (sampled, _, _) = run(engine, dataclasses.replace(request, sampling=SamplingParams.greedy()),
+                                          dataclasses.replace(request, sampling=SamplingParams(seed=1)))
     assert not np.array_equal(sampled, greedy)
     generation = engine.model.cfg.generation
     engine.model.cfg.generation = dict(generation, do_sample=False, subtalker_dosample=False)

@@ -14,7 +14,7 @@ from server_thread import ServerThread
 from qwen_tts_client import protocol as p
 from ws_helpers import collect, recv, send, wait_idle
 
-FRAMES = 12
+FRAMES = 6           # the victim still speaks when the attack is answered (milliseconds): more frames prove no more
 KEY = "sekrit-key-123"
 
 

@@ -1,5 +1,6 @@
 """Protocol v1 end to end: a real uvicorn server on loopback, the tiny dummy engine, a real `websockets` client."""
 import asyncio
+from typing import Callable
 from urllib.parse import urlencode
 
 import av
@@ -47,13 +48,13 @@ def audio_of(messages, bytes_per_sample: int = 2) -> bytes:
 
 
 def engine_audio(srv, text: str, seed: int, rate: int = 24000, encoding: str = "pcm_s16le", voice="ryan",
-                 non_streaming_text: bool = False) -> bytes:
-    """The same request run on the engine directly, converted as the socket converts it."""
+                 non_streaming_text: bool = False) -> Callable[[], bytes]:
+    """The same request run on the engine directly, converted as the socket converts it: submitted now, to run in one
+    batch with what the test runs next; the returned function waits for its audio."""
     request = SynthesisRequest(text=text, voice=voice, max_frames=FRAMES, sampling=SamplingParams(seed=seed),
                                non_streaming_text=non_streaming_text)
-    encoder = AudioEncoder(rate, encoding)
-    chunks = srv.engine.submit(request).iter_blocking()
-    return b"".join(data for c in chunks for data, _ in encoder.encode(c.pcm, c.final))
+    encoder, handle = AudioEncoder(rate, encoding), srv.engine.submit(request)
+    return lambda: b"".join(data for c in handle.iter_blocking() for data, _ in encoder.encode(c.pcm, c.final))
 
 
 def assert_same_audio(got: bytes, expected: bytes, encoding: str = "pcm_s16le") -> None:
@@ -90,11 +91,12 @@ def test_streamed_text_speaks_before_end_and_matches_the_engine(server):
             rest = (await collect(ws, ["a"]))["a"]
             return [first] + rest
 
+    expected = engine_audio(server, "".join(pieces), seed=7)
     messages = asyncio.run(run())
     audio = audio_of(messages)
     assert isinstance(messages[-1], p.Done) and messages[-1].audio_ms == len(audio) / 2 / 24
     assert len(audio) == FRAMES * 1920 * 2
-    assert_same_audio(audio, engine_audio(server, "".join(pieces), seed=7))
+    assert_same_audio(audio, expected())
     wait_idle(server)
 
 
@@ -110,18 +112,21 @@ def test_a_first_text_that_ends_its_context_takes_the_whole_text_layout(server):
                           p.Text("forced-whole", text[9:]), p.End("forced-whole")], True),
     }
 
-    async def run(messages):
+    async def run(ids):            # side by side on one socket (max_contexts_per_socket)
         async with connect(server) as ws:
             await recv(ws)
-            await send(ws, *messages)
-            return (await collect(ws, [messages[0].context_id]))[messages[0].context_id]
+            for cid in ids:
+                await send(ws, *contexts[cid][0])
+            return await collect(ws, ids)
 
     whole, streaming = (engine_audio(server, text, 5, non_streaming_text=layout) for layout in (True, False))
+    whole, streaming = whole(), streaming()
     assert whole != streaming
-    for cid, (messages, non_streaming) in contexts.items():
-        got = asyncio.run(run(messages))
-        assert isinstance(got[-1], p.Done), (cid, got[-1])
-        assert_same_audio(audio_of(got), whole if non_streaming else streaming)
+    for ids in (list(contexts)[:3], list(contexts)[3:]):
+        wait_idle(server)                                           # max_active: the engine's slots are free
+        for cid, got in asyncio.run(run(ids)).items():
+            assert isinstance(got[-1], p.Done), (cid, got[-1])
+            assert_same_audio(audio_of(got), whole if contexts[cid][1] else streaming)
     with pytest.raises(p.ProtocolError, match="text_layout"):
         p.parse_client(p.encode(p.Text("x", "Hi", text_layout="batch")))
 
@@ -147,6 +152,7 @@ def test_flush_continues_offsets_across_utterances_at_16k(server):
                        p.Text("a", " How are you?"), p.End("a"))
             return (await collect(ws, ["a"]))["a"]
 
+    expected = [engine_audio(server, text, 3, 16000) for text in ("Hello there.", " How are you?")]
     messages = asyncio.run(run())
     kinds = [type(m).__name__ for m in messages]
     first_flush = kinds.index("Flushed")
@@ -154,8 +160,8 @@ def test_flush_continues_offsets_across_utterances_at_16k(server):
     assert [m.flush_id for m in messages if isinstance(m, p.Flushed)] == [1, 2]
     audio = audio_of(messages)
     first = audio_of(messages[:first_flush])
-    assert_same_audio(first, engine_audio(server, "Hello there.", 3, 16000))
-    assert_same_audio(audio[len(first):], engine_audio(server, " How are you?", 3, 16000))
+    assert_same_audio(first, expected[0]())
+    assert_same_audio(audio[len(first):], expected[1]())
     assert len(audio) == 2 * FRAMES * 1280 * 2 and messages[-1].audio_ms == 2 * FRAMES * 80
 
 
@@ -166,9 +172,10 @@ def test_base64_mulaw_at_8k(server):
             await send(ws, p.Text("m", "Good morning.", seed=5), p.End("m"))
             return (await collect(ws, ["m"]))["m"]
 
+    expected = engine_audio(server, "Good morning.", 5, 8000, "mulaw", voice=None)
     messages = asyncio.run(run())
     assert messages[-1].audio_ms == FRAMES * 80
-    assert_same_audio(audio_of(messages, 1), engine_audio(server, "Good morning.", 5, 8000, "mulaw", voice=None), "mulaw")
+    assert_same_audio(audio_of(messages, 1), expected(), "mulaw")
 
 
 def test_opus_packets_and_alaw(server):
@@ -179,18 +186,22 @@ def test_opus_packets_and_alaw(server):
             await send(ws, p.Text("o", "Good morning.", seed=5), p.Flush("o"), p.Text("o", " Again."), p.End("o"))
             return ready, (await collect(ws, ["o"]))["o"]
 
-    ready, messages = asyncio.run(run("opus"))
+    async def both():
+        return await asyncio.gather(run("opus"), run("alaw"))
+
+    expected = engine_audio(server, "Good morning.", 5, encoding="alaw", voice=None)
+    (ready, messages), alaw = asyncio.run(both())
     packets = [m for m in messages if isinstance(m, p.Audio)]
     assert (ready.encoding, ready.packet_ms) == ("opus", 20) and isinstance(messages[-1], p.Done)
     assert [m.sample_offset for m in packets] == [480 * i for i in range(len(packets))]
     assert [len(pcm) for pcm in decoded("libopus", [m.data for m in packets], 48000)] == [960] * len(packets)
     assert 2 * FRAMES * 1920 < 480 * len(packets) <= 2 * (FRAMES * 1920 + 2 * 480)    # lookahead and last packet
     assert messages[-1].audio_ms == 20 * len(packets)
-    ready, messages = asyncio.run(run("alaw"))
+    ready, messages = alaw
     audio = audio_of(messages, 1)
     first = audio_of(messages[:[type(m) for m in messages].index(p.Flushed)], 1)
     assert (ready.encoding, ready.packet_ms, len(audio)) == ("alaw", None, 2 * FRAMES * 1920)
-    assert_same_audio(first, engine_audio(server, "Good morning.", 5, encoding="alaw", voice=None), "alaw")
+    assert_same_audio(first, expected(), "alaw")
     wait_idle(server)
 
 
@@ -210,6 +221,7 @@ def test_contexts_interleave_and_cancel_leaves_the_others_intact(server):
             return log
 
     log = asyncio.run(run())
+    expected = {i: engine_audio(server, texts[i], seed, voice=None) for i, seed in (("a", 1), ("c", 3))}
     by_id = {i: [m for m in log if m.context_id == i] for i in "abc"}
     cancelled = by_id["b"][-1]
     assert isinstance(cancelled, p.Cancelled) and cancelled.played_ms == 40
@@ -217,7 +229,7 @@ def test_contexts_interleave_and_cancel_leaves_the_others_intact(server):
     assert not any(m.context_id == "b" for m in log[log.index(cancelled) + 1:])
     for i, seed in (("a", 1), ("c", 3)):
         assert isinstance(by_id[i][-1], p.Done)
-        assert_same_audio(audio_of(by_id[i]), engine_audio(server, texts[i], seed, voice=None))
+        assert_same_audio(audio_of(by_id[i]), expected[i]())
     first_c = next(k for k, m in enumerate(log) if m.context_id == "c" and isinstance(m, p.Audio))
     assert first_c < log.index(by_id["a"][-1])                              # generated side by side
     wait_idle(server)
@@ -282,7 +294,7 @@ def test_bad_input_gets_documented_codes_and_the_socket_stays_usable(server):
             return (await collect(other, ["o"]))["o"]
 
     other = asyncio.run(run())
-    assert_same_audio(audio_of(other), engine_audio(server, "Meanwhile, elsewhere.", 9, voice=None))
+    assert_same_audio(audio_of(other), engine_audio(server, "Meanwhile, elsewhere.", 9, voice=None)())
     wait_idle(server)
 
 

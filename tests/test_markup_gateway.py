@@ -20,28 +20,32 @@ def server(words_server):
     return words_server
 
 
-def talk(srv, context_id: str, pieces: list[str], **settings):
-    first = p.Text(context_id, pieces[0], seed=6, **settings)
-    log, _ = asyncio.run(converse(srv, first, *[p.Text(context_id, x) for x in pieces[1:]], p.End(context_id)))
-    return [m for _, m in log], words_of(log)
+def talk(srv, *contexts: tuple) -> list[tuple[list, list]]:
+    """Each (context_id, pieces, settings) on a socket of its own, side by side (one batch): its messages and words."""
+    async def speak(context_id: str, pieces: list[str], settings=None):
+        first = p.Text(context_id, pieces[0], seed=6, **settings or {})
+        log, _ = await converse(srv, first, *[p.Text(context_id, x) for x in pieces[1:]], p.End(context_id))
+        return [m for _, m in log], words_of(log)
+
+    async def run():
+        return await asyncio.gather(*(speak(*c) for c in contexts))
+    return asyncio.run(run())
 
 
 def test_the_engine_hears_no_markup_and_words_index_the_text_sent(server):
     text = "".join(PIECES)
-    log, words = talk(server, "m", PIECES)
+    (log, words), (plain, plain_words) = talk(server, ("m", PIECES), ("s", [SPOKEN]))   # the filtered text, as is
     assert [w for w, *_ in words] == ["Hi", "there", "see", "the", "docs", "now"]
     assert all(w == text[a:b] for w, _, _, a, b in words)
     assert text[words[1][3] - 2:words[1][4] + 2] == "**there**"
-    plain, plain_words = talk(server, "s", [SPOKEN])                 # the filtered text, sent as is
     assert_same_audio(audio_of(log), audio_of(plain))
     assert [w[0] for w in words] == [w[0] for w in plain_words]
 
 
 def test_filters_switched_off_speak_and_index_the_text_as_sent(server):
     text = "".join(PIECES)
-    log, words = talk(server, "r", PIECES, **RAW)
+    (log, words), (plain, _) = talk(server, ("r", PIECES, RAW), ("rs", [SPOKEN]))
     assert [w for w, *_ in words][:2] == ["think>Plan", "greet"] and all(w == text[a:b] for w, _, _, a, b in words)
-    plain, _ = talk(server, "rs", [SPOKEN])
     assert len(audio_of(log)) != len(audio_of(plain)) or audio_of(log) != audio_of(plain)
 
 
@@ -81,10 +85,10 @@ def test_the_openai_route_reads_input_as_given_unless_asked(server):
 
 
 def test_a_context_that_only_thinks_ends_without_audio_or_error(server):
-    log, words = talk(server, "t", ["<think>Let me", " think about it.", "</think>"])
+    (log, words), (unclosed, unclosed_words) = talk(server, ("t", ["<think>Let me", " think about it.", "</think>"]),
+                                                    ("u", ["Sure. <think>never", " closed"]))
     assert [type(m) for m in log] == [p.Done] and log[0].audio_ms == 0 and not words
-    log, words = talk(server, "u", ["Sure. <think>never", " closed"])
-    assert isinstance(log[-1], p.Done) and [w for w, *_ in words] == ["Sure"]
+    assert isinstance(unclosed[-1], p.Done) and [w for w, *_ in unclosed_words] == ["Sure"]
 
 
 def test_half_width_kana_words_and_barge_in_stay_inside_the_text(server):

@@ -60,6 +60,8 @@ def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_t
     tts, aligner = TextTokenizer.load(), TextTokenizer.load(PUBLISHED)
     assert aligner._tok is tts._tok and aligner._merges is tts._merges
     assert "<non_speech>" in aligner.special_ids and "<non_speech>" not in tts.special_ids
+    assert TextTokenizer.load()._control_tok is tts._control_tok is not aligner._control_tok
+    assert aligner.decode([aligner.token_id("<non_speech>")]) == "<non_speech>"
     SHARED.clear()                                       # a fresh build gives the same ids
     text = "Hello, 世界! It's 3.14 <|im_end|> ok"
     assert TextTokenizer.load(PUBLISHED).encode(text) == aligner.encode(text)

@@ -1,6 +1,7 @@
 """Work beside the streams (voice registrations): one job at a time on a thread of its own, at the lowest priority
 (CPU: nice 19, its intra-op threads too; CUDA: a low-priority stream), from a bounded queue that answers `busy`.
 While streams play, a job is paced after each layer it runs so that it takes at most SHARE of the device."""
+import contextlib
 import os
 import queue
 import sys
@@ -47,6 +48,8 @@ class Background:
 
     def stop(self) -> None:
         self._stop = True
+        with contextlib.suppress(queue.Full):       # wakes the thread now; a full queue keeps it busy anyway
+            self.jobs.put_nowait(None)
         if self._thread:
             self._thread.join(timeout=10)
 
@@ -65,10 +68,10 @@ class Background:
         if self.device.type == "cuda":
             torch.cuda.set_stream(torch.cuda.Stream(self.device, priority=0))     # the engine's is the highest
         while not self._stop:
-            try:
-                future, fn, args = self.jobs.get(timeout=0.2)
-            except queue.Empty:
+            job = self.jobs.get()
+            if job is None:
                 continue
+            future, fn, args = job
             if not future.set_running_or_notify_cancel():      # the caller gave up
                 continue
             self._since = time.perf_counter()

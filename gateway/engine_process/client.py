@@ -124,6 +124,8 @@ class EngineClient:
             except asyncio.TimeoutError:
                 return self._fail(f"the engine core sent nothing for {SILENCE_S:g} s")
             except Exception:
+                if self.sock.closed:       # close()'s cancel lost by wait_for to a message that came with it (3.11)
+                    return
                 log.exception("a message from the engine core could not be read")
 
     def _dispatch(self, messages: list) -> None:

@@ -22,7 +22,7 @@ CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u
                  "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
 ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
-SHARED: dict[bytes, tuple[Tokenizer, dict]] = {}    # vocab and merges (the aligner's are the TTS model's) -> built
+SHARED: dict = {}      # vocab and merges (the aligner's are the TTS model's), with control tokens or not -> built
 
 
 SPLIT = pre_tokenizers.Split(Regex(SPLIT_REGEX), behavior="isolated")
@@ -50,16 +50,15 @@ class TextTokenizer:
         dir = Path(dir) if dir is not None else ASSETS / "tokenizer"
         config = json.loads((dir / "tokenizer_config.json").read_text())
         added = sorted(config["added_tokens_decoder"].items(), key=lambda kv: int(kv[0]))
-        plain, merges = cls._plain(dir)
-        control = cls._bpe(dir)
-        control.add_special_tokens([AddedToken(t["content"], special=t["special"], normalized=False) for _, t in added])
+        vocab, text = (dir / "vocab.json").read_bytes(), (dir / "merges.txt").read_bytes()
+        key = hashlib.blake2b(vocab + b"\0" + text, digest_size=16).digest()
+        plain, merges = cls._plain(dir, key, text)
+        control = cls._control_bpe(dir, key, tuple((t["content"], t["special"]) for _, t in added))
         return cls(plain, control, {t["content"]: int(i) for i, t in added}, merges, exact)
 
     @classmethod
-    def _plain(cls, dir: Path) -> tuple[Tokenizer, dict]:
+    def _plain(cls, dir: Path, key: bytes, text: bytes) -> tuple[Tokenizer, dict]:
         """Built once a process: the plain BPE is never changed, the merges only read."""
-        vocab, text = (dir / "vocab.json").read_bytes(), (dir / "merges.txt").read_bytes()
-        key = hashlib.blake2b(vocab + b"\0" + text, digest_size=16).digest()
         if key not in SHARED:
             merges = defaultdict(list)             # (left, the right's first byte) -> the rights: who may join a token
             for line in text.decode("utf-8").splitlines()[1:]:
@@ -67,6 +66,15 @@ class TextTokenizer:
                 merges[left, right[0]].append(right)
             SHARED[key] = cls._bpe(dir), dict(merges)
         return SHARED[key]
+
+    @classmethod
+    def _control_bpe(cls, dir: Path, key: bytes, added: tuple) -> Tokenizer:
+        """Built once a process per vocabulary and control tokens (the aligner has its own): never changed after."""
+        if (key, added) not in SHARED:
+            control = cls._bpe(dir)
+            control.add_special_tokens([AddedToken(t, special=special, normalized=False) for t, special in added])
+            SHARED[key, added] = control
+        return SHARED[key, added]
 
     @staticmethod
     def _bpe(dir: Path) -> Tokenizer:
