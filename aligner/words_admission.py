@@ -1,6 +1,7 @@
 """Whether a new context can have word timestamps: the aligner's device time (measured over the last seconds, plus the
 contexts admitted lately whose audio has not come yet, at its learnt cost) within a share of the device time the engine
 plans for side work, and its words staying ahead of the listeners. Contexts already admitted keep their words."""
+import threading
 from collections import deque
 
 
@@ -15,26 +16,29 @@ class WordsAdmission:
         self.spent: deque = deque()          # (time, device seconds) of the aligner's turns in the window
         self.device_s = 0.0
         self.admitted: deque = deque()       # when each context of the last `ramp_s` was admitted
+        self._lock = threading.Lock()        # used() on the aligner's thread, admit() on the engine core's
 
     def used(self, device_s: float) -> None:
-        now = self.clock.monotonic()
-        self._forget(now)
-        self.spent.append((now, device_s))
-        self.device_s += device_s
+        with self._lock:
+            now = self.clock.monotonic()
+            self._forget(now)
+            self.spent.append((now, device_s))
+            self.device_s += device_s
 
     def admit(self, per_audio_s: float, capacity: float, late_s: float) -> str | None:
         """None: admitted; else the reason. `capacity`: side work's device seconds a second; `late_s`: how long after
         a real-time player passed its window the last batch's latest words came (negative: before)."""
-        now = self.clock.monotonic()
-        self._forget(now)
-        demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * per_audio_s
+        with self._lock:
+            now = self.clock.monotonic()
+            self._forget(now)
+            demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * per_audio_s
+            if late_s <= -self.margin_s and demand <= self.fill * capacity:
+                self.admitted.append(now)
+                return None
         if late_s > -self.margin_s:
             return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
-        if demand > self.fill * capacity:
-            return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
-                    f"wanted, {capacity:.2f} planned)")
-        self.admitted.append(now)
-        return None
+        return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
+                f"wanted, {capacity:.2f} planned)")
 
     def _forget(self, now: float) -> None:
         while self.spent and self.spent[0][0] < now - self.window_s:

@@ -53,3 +53,37 @@ def test_admission_keeps_only_its_window_of_the_aligners_device_time():
     assert "no time left" in admission.admit(0.001, capacity=0.02, late_s=-3.0)
     assert "behind" in admission.admit(0.001, capacity=1.0, late_s=-0.2)       # words 0.2 s ahead: too close (1 s margin)
     assert "behind" in admission.admit(0.001, capacity=1.0, late_s=1.0)
+
+
+def test_admission_counts_the_aligners_turns_and_the_admissions_from_two_threads():
+    """used() runs on the aligner's thread, admit() on the engine core's: the window they both trim stays whole."""
+    import sys
+    import threading
+    import time
+
+    from aligner.words_admission import WordsAdmission
+
+    class Clock:
+        def monotonic(self):
+            return time.monotonic()
+    admission, errors = WordsAdmission(Clock(), window_s=0.01, ramp_s=0.01), []
+
+    def hammer(fn):
+        try:
+            for _ in range(60000):
+                fn()
+        except Exception as exc:        # an IndexError from a window trimmed twice
+            errors.append(exc)
+    threads = [threading.Thread(target=hammer, args=(lambda: admission.used(0.001),)),
+               threading.Thread(target=hammer, args=(lambda: admission.admit(1e-6, 1e9, -9.0),))]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)              # threads switch between any two bytecodes: the race shows at once
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    assert abs(admission.device_s - sum(d for _, d in admission.spent)) < 1e-6
