@@ -2,8 +2,9 @@
 # One server, several load_bench runs against it, and a py-spy profile of serve's processes during one of them.
 #   bash bench/gpu_gateway.sh NAME "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
 # Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, runK/metrics.txt: /metrics after
-# the run, profile-*.txt); PROFILE_RUN=K samples run K (default 1; 0: none) for PROFILE_S seconds (default 20) after
-# PROFILE_AFTER seconds (default 25). KEEP=1 leaves serve running (in its own session) for the next call on the warm
+# the run, profile-*.txt); PROFILE_RUN=K samples run K (default none) for PROFILE_S seconds (default 20) after
+# PROFILE_AFTER seconds (default 25), at PROFILE_HZ (default 20): py-spy pauses each process it samples, and at 100 Hz
+# over every serve process it took 1,024 contexts at 1 character / 5 ms from 98.2% to 15.7% fully viable. KEEP=1 leaves serve running (in its own session) for the next call on the warm
 # machine, which reuses it (its SERVE ARGS unread).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +29,10 @@ for load in "$@"; do
     run=$((run + 1))
     python3 bench/load_bench.py --url ws://127.0.0.1:8000 $load --out "$out/run$run" &
     bench=$!
-    if [ "$run" = "${PROFILE_RUN:-1}" ] && command -v py-spy > /dev/null; then
+    if [ "$run" = "${PROFILE_RUN:-0}" ] && command -v py-spy > /dev/null; then
         sleep "${PROFILE_AFTER:-25}"
         for p in $pid $(pgrep -P $pid); do        # the front ends and the engine core (its child)
-            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r 100 --format raw --threads -o "$out/profile-$p.txt" \
+            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r "${PROFILE_HZ:-20}" --format raw --threads -o "$out/profile-$p.txt" \
                 > /dev/null 2>&1 &
         done
     fi
