@@ -145,3 +145,16 @@ def test_unset_sampling_fields_come_from_the_checkpoint_generation_config(engine
     finally:
         engine.model.cfg.generation = generation
     np.testing.assert_array_equal(codes, greedy)
+
+
+def test_the_greedy_graphs_serve_batches_up_to_their_rows_and_the_sampling_graph_the_rest():
+    """Start-up captures the all-greedy graphs up to GREEDY_ROWS only; a larger all-greedy batch takes the sampling
+    graph, whose greedy rows give the same codes (test_mixed_batch_equals_alone_with_late_joins_and_a_cancel)."""
+    from types import SimpleNamespace
+
+    from engine.models.qwen3_tts.stages import GREEDY_ROWS, TalkerStages
+    greedy = SimpleNamespace(request=SimpleNamespace(sampling=SamplingParams.greedy()))
+    stages = TalkerStages()
+    assert stages.variant("talk", [greedy] * GREEDY_ROWS) is True
+    assert stages.variant("talk", [greedy] * (GREEDY_ROWS + 1)) is False
+    assert dict(stages.graph_variants) == {False: None, True: GREEDY_ROWS}

@@ -36,7 +36,7 @@ class StubModel:
     kv_layout = KVLayout(num_layers=1, num_kv_heads=1, head_dim=HIDDEN)
     hidden_size, eos, text_eos, text_pad, text_prefix = HIDDEN, EOS, TEXT_EOS, TEXT_PAD, ""
     info = dict(model="stub", sample_rate=50)
-    graph_variants = (None,)
+    graph_variants = ((None, None),)
     voice_modules = ()
 
     @staticmethod

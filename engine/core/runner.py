@@ -54,7 +54,7 @@ class ModelRunner:
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)
         flag = torch.zeros(0, dtype=torch.bool, device=self.device)
         rows = torch.zeros(0, self.model.hidden_size, dtype=self.model.dtype, device=self.device)
-        variants = [(stage, variant, like) for variant in self.model.graph_variants for stage, like in (
+        variants = [(stage, variant, like) for variant, _ in self.model.graph_variants for stage, like in (
             (self.predict_stage, [i64()]), (self.talk_stage, [i64(), i64(), i64(), flag]),
             (self.first_stage, [i64(), rows]))]
         return variants + [(self.decode_stage, None, [i64(), i64(self.model.audio.num_codebooks)]),
@@ -71,8 +71,9 @@ class ModelRunner:
         """Largest first, so smaller graphs reuse the shared pool's memory; -> seconds and graphs per stage."""
         names = {self.predict_stage: "predict", self.talk_stage: "talk", self.first_stage: "first",
                  self.decode_stage: "decode", self.prefill_stage: "prefill"}
+        most = {variant: rows for variant, rows in self.model.graph_variants}
         graphs = [(bucket, stage, variant, like) for stage, variant, like in self._stage_inputs()
-                  for bucket in stage.buckets]
+                  for bucket in stage.buckets if most.get(variant) is None or bucket <= most[variant]]
         seconds, counts = Counter(), Counter()
         for bucket, stage, variant, like in sorted(graphs, key=lambda g: -g[0]):
             t0 = time.perf_counter()

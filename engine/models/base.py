@@ -77,7 +77,7 @@ class Model(Protocol):
     def prompt_tokens(self, seq, text_ids: int) -> int: ...
 
     # stages: pure tensor functions the runner captures as CUDA graphs, one per bucket and variant
-    graph_variants: tuple
+    graph_variants: tuple                   # (variant, the most rows its graphs serve: None for every bucket)
 
     def variant(self, stage: str, seqs) -> object: ...       # which graph of the stage ("first", "talk", "predict")
 

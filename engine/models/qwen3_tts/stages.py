@@ -7,13 +7,16 @@ from engine.models.qwen3_tts.slot_sampling import SlotSampling
 from engine.models.sampling import FAULT, guard, sample
 
 CONTROL_IDS = 1024              # control tokens, never a frame's code
+GREEDY_ROWS = 64
 
 
 class TalkerStages:
-    graph_variants = (False, True)      # all rows greedy or not
+    # argmax alone where no row samples, in batches up to GREEDY_ROWS: past them the sampling graph (its greedy rows
+    # take the same argmax) serves, as start-up captures only the graphs a load of mostly sampling streams replays
+    graph_variants = ((False, None), (True, GREEDY_ROWS))
 
     def variant(self, stage: str, seqs) -> bool:
-        return SlotSampling.all_greedy(seqs, sub=stage == "predict")
+        return len(seqs) <= GREEDY_ROWS and SlotSampling.all_greedy(seqs, sub=stage == "predict")
 
     def allocate(self, slots: int) -> None:
         tcfg = self.cfg.talker
