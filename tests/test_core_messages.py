@@ -21,7 +21,7 @@ from gateway.engine_process.client import EngineClient
 from gateway.engine_process.dispatch import ID_SPAN, Dispatch
 from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready,
                                              RegisterVoice, Shutdown, Stats, VoiceList)
-from gateway.engine_process.turn_batch import TurnBatch
+from gateway.engine_process.turn_batch import BATCH_S, TurnBatch
 
 
 def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():
@@ -30,9 +30,11 @@ def test_a_turn_merges_appends_to_one_request_and_keeps_every_other_order():
             AppendText(1, "late"), AppendText(2, "y"), CancelRequest(2), AppendText(2, "z"), Hello(os.getpid())]
     firsts = [batch.add(m) for m in sent]
     assert firsts == [True] + [False] * 9
-    assert batch.take() == [AddRequest(1, None), AppendText(1, "ab"), AppendText(2, "xy"), CloseText(1),
-                            AppendText(1, "late"), CancelRequest(2), AppendText(2, "z"), Hello(os.getpid())]
-    assert batch.add(AppendText(1, "c")) and batch.take() == [AppendText(1, "c")]     # a new turn, a new message
+    assert batch.due(10.0) == 10.0                                   # the first batch: at once
+    assert batch.take(10.0) == [AddRequest(1, None), AppendText(1, "ab"), AppendText(2, "xy"), CloseText(1),
+                                AppendText(1, "late"), CancelRequest(2), AppendText(2, "z"), Hello(os.getpid())]
+    assert batch.add(AppendText(1, "c")) and batch.take(10.001) == [AppendText(1, "c")]     # a new batch
+    assert batch.due(10.0015) == 10.001 + BATCH_S and batch.due(10.5) == 10.5    # BATCH_S after the last, or now
 
 
 class StandInEngine:
@@ -149,7 +151,7 @@ def test_the_client_dispatches_every_core_message_by_its_type(engine):
         assert await voice == "bob" and client.voice_names() == ["ann"] and client.stats() == {"active": 3}
         with pytest.raises(RuntimeError, match="x"):
             await deleted
-        assert [type(m) for m in client.batch.take()] == [AddRequest, AddRequest, RegisterVoice, DeleteVoice]
+        assert [type(m) for m in client.batch.take(0.0)] == [AddRequest, AddRequest, RegisterVoice, DeleteVoice]
     asyncio.run(run())
 
 

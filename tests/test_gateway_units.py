@@ -28,6 +28,11 @@ from fake_clock import FakeClock
     ('{"type": "end", "context_id": ""}', p.INVALID_MESSAGE, None),
     ('{"type": "cancel", "context_id": "a", "played_ms": -1}', p.INVALID_MESSAGE, "a"),
     ('{"type": "cancel", "context_id": "a", "played_ms": NaN}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "*", "text": "x"}', p.INVALID_MESSAGE, None),      # the 3-field pieces' path
+    ('{"type": "text", "context_id": "a", "text": 5}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "a", "text": "\\udcff"}', p.INVALID_MESSAGE, "a"),
+    ('{"type": "text", "context_id": "' + "x" * 256 + '", "text": "y"}', p.INVALID_MESSAGE, None),
+    ('{"type": "text", "context_id": "a", "end": true}', p.INVALID_MESSAGE, "a"),
 ])
 def test_bad_client_messages_get_their_codes(raw, code, context_id):
     with pytest.raises(p.ProtocolError) as info:
@@ -40,6 +45,16 @@ def test_client_messages_round_trip():
                 p.Cancel("*", 120.0), p.Keepalive(), p.Keepalive("a")]:
         assert p.parse_client(p.encode(msg)) == msg
     assert p.parse_client('{"type": "text", "context_id": "a", "text": "x", "future_field": 1}') == p.Text("a", "x")
+    assert p.parse_client('{"type": "text", "context_id": "é", "text": "x"}') == p.Text("é", "x")
+
+
+def test_client_messages_hold_only_fields_that_differ_from_their_defaults():
+    assert p.encode(p.Text("a", "x")) == '{"type":"text","context_id":"a","text":"x"}'
+    assert p.encode(p.Text("a", "x", word_timestamps=False, end=True, seed=0)) == \
+        '{"type":"text","context_id":"a","text":"x","word_timestamps":false,"seed":0,"end":true}'
+    assert p.encode(p.Keepalive()) == '{"type":"keepalive"}'
+    assert p.encode(p.Error(p.BUSY, "later")) == \
+        '{"type":"error","code":"busy","message":"later","retryable":false,"context_id":null}'    # every field
 
 
 def test_server_messages_round_trip_and_binary_audio_header():

@@ -298,6 +298,88 @@ def test_bad_input_gets_documented_codes_and_the_socket_stays_usable(server):
     wait_idle(server)
 
 
+def test_messages_keep_their_order_from_the_socket_s_first_byte(server):
+    """Messages sent at once, before the session's `ready`, are answered in the order sent, a binary frame
+    included."""
+    async def run():
+        async with connect(server) as ws:
+            frames = [p.encode(p.Flush(f"u{k}")) for k in range(40)]
+            frames.insert(20, b"\x01\x02")
+            for frame in frames:                      # at once, before the ready
+                await ws.send(frame)
+            assert isinstance(await recv(ws), p.Ready)
+            return [await recv(ws) for _ in frames]
+
+    errors = asyncio.run(run())
+    expected = [(p.UNKNOWN_CONTEXT, f"u{k}") for k in range(40)]
+    expected.insert(20, (p.INVALID_MESSAGE, None))
+    assert [(e.code, e.context_id) for e in errors] == expected
+    wait_idle(server)
+
+
+def test_split_fragmented_and_large_frames_arrive_whole_and_in_order(server):
+    """A frame cut across reads, a fragmented message, a 5 KB one and a ping reach the session whole and in
+    order."""
+    def masked(text: str) -> bytes:
+        data, mask = text.encode(), b"\x01\x02\x03\x04"
+        return bytes((0x81, 0x80 | len(data))) + mask + bytes(b ^ mask[k % 4] for k, b in enumerate(data))
+
+    async def run():
+        async with connect(server) as ws:
+            assert isinstance(await recv(ws), p.Ready)
+            flush = p.encode(p.Flush("fragmented"))
+            await ws.send([flush[:10], flush[10:]])
+            await ws.send('{"type": "flush", "context_id": "large", "pad": "' + "x" * 5000 + '"}')
+            frame = masked(p.encode(p.Flush("split")))
+            for piece in (frame[:1], frame[1:7], frame[7:]):
+                ws.transport.write(piece)
+                await asyncio.sleep(0.05)
+            await ws.send(p.encode(p.Flush("after")))
+            await asyncio.wait_for(await ws.ping(), 10)
+            return [await recv(ws) for _ in range(4)]
+
+    errors = asyncio.run(run())
+    assert [(e.code, e.context_id) for e in errors] == \
+        [(p.UNKNOWN_CONTEXT, cid) for cid in ("fragmented", "large", "split", "after")]
+    wait_idle(server)
+
+
+def test_a_fault_outside_any_context_s_handling_closes_the_socket_with_internal(server, monkeypatch):
+    """A message whose handling raises fails the session: an `internal` error, then close 1011."""
+    from gateway.session import Session
+
+    def broken(self, raw):
+        raise RuntimeError("a fault of ours")
+
+    async def run():
+        async with connect(server) as ws:
+            await recv(ws)
+            monkeypatch.setattr(Session, "_parse", broken)
+            await send(ws, p.Flush("x"))
+            error = await recv(ws)
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await recv(ws)
+            return error, closed.value.rcvd.code
+
+    error, code = asyncio.run(run())
+    assert (error.code, error.retryable, code) == (p.INTERNAL, True, 1011)
+    monkeypatch.undo()
+    wait_idle(server)
+
+
+def test_invalid_utf8_in_a_text_frame_closes_with_1007(server):
+    async def run():
+        async with connect(server) as ws:
+            await recv(ws)
+            await ws.send(b"\xff\xfe", text=True)
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await recv(ws)
+            return closed.value.rcvd.code
+
+    assert asyncio.run(run()) == 1007
+    wait_idle(server)
+
+
 def test_beyond_max_active_new_contexts_are_busy_at_once(server):
     async def run():
         async with connect(server) as a, connect(server) as b:

@@ -93,10 +93,11 @@ class EngineClient:
 
     def send(self, msg) -> None:
         if self.batch.add(msg):
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop = asyncio.get_running_loop()
+            loop.call_at(self.batch.due(loop.time()), self._flush)
 
     def _flush(self) -> None:
-        messages = self.batch.take()
+        messages = self.batch.take(asyncio.get_running_loop().time())
         if not self.failure:            # never blocks: no high-water mark, and a pipe from connect() on
             self.sender.send(wire.dumps(messages), copy=False)
             self.sock.get(zmq.EVENTS)   # a read the send's processing signalled reaches the waiting recv (edge FD)

@@ -1,14 +1,17 @@
-"""What a front end sends the core in one event-loop turn, as one message: appends to one request merge into one."""
+"""What a front end sends the core in one message, at most every BATCH_S: appends to one request merge into one."""
 from engine.api.commands import AppendText, CancelRequest, CloseText
+
+BATCH_S = 0.002      # under load a batch carries many event-loop turns; the engine drains its inbox once a step
 
 
 class TurnBatch:
     def __init__(self):
         self.messages: list = []
         self.appends: dict[int, AppendText] = {}    # a request's last AppendText, while nothing followed it
+        self.sent_at = float("-inf")
 
     def add(self, msg) -> bool:
-        """True for the turn's first message: the caller sends the batch at the end of the turn."""
+        """True for the batch's first message: the caller sends the batch at `due`."""
         kind = type(msg)
         if kind is AppendText:
             last = self.appends.get(msg.id)
@@ -21,7 +24,12 @@ class TurnBatch:
         self.messages.append(msg)
         return len(self.messages) == 1
 
-    def take(self) -> list:
+    def due(self, now: float) -> float:
+        """At once after a quiet BATCH_S, else BATCH_S after the last batch."""
+        return max(now, self.sent_at + BATCH_S)
+
+    def take(self, now: float) -> list:
+        self.sent_at = now
         messages, self.messages = self.messages, []
         self.appends.clear()
         return messages

@@ -13,6 +13,11 @@ from .messages import (ALL_CONTEXTS, CLIENT_MESSAGES, MAX_CONTEXT_ID_BYTES, SERV
 
 
 def encode(message: ServerMessage | ClientMessage) -> str:
+    """A client message holds only the fields that differ from their defaults: a text piece is three fields."""
+    defaults = _DEFAULTS.get(type(message))
+    if defaults is not None:
+        return to_json({"type": message.type, **{name: value for name, value in message.__dict__.items()
+                                                 if defaults.get(name, MISSING) is not value}})
     body = {"type": message.type, **asdict(message)}
     if isinstance(message, Audio):
         body["data"] = base64.b64encode(message.data).decode("ascii")
@@ -72,6 +77,8 @@ def _build(cls, body: dict):
 _FIELDS = {cls: {f.name: _field_type(get_type_hints(cls)[f.name]) for f in fields(cls)}
            for cls in CLIENT_MESSAGES.values()}
 _REQUIRED = {cls: [f.name for f in fields(cls) if f.default is MISSING] for cls in CLIENT_MESSAGES.values()}
+_DEFAULTS = {cls: {f.name: f.default for f in fields(cls) if f.default is not MISSING}    # None, True or False
+             for cls in CLIENT_MESSAGES.values()}
 _NONE_DEFAULTS = {cls: {f.name for f in fields(cls) if f.default is None} for cls in CLIENT_MESSAGES.values()}
 
 
@@ -95,6 +102,8 @@ def parse_client(raw: str) -> ClientMessage:
         raise ProtocolError(INVALID_JSON, "message is not valid JSON (or is nested too deeply)") from None
     if not isinstance(body, dict):
         raise ProtocolError(INVALID_MESSAGE, "message must be a JSON object")
+    if len(body) == 3 and body.get("type") == "text" and (piece := _text_piece(body)) is not None:
+        return piece
     context_id = body.get("context_id")
     if not isinstance(context_id, str) or context_id in ("", ALL_CONTEXTS) or not is_unicode(context_id) \
             or len(context_id.encode("utf-8")) > MAX_CONTEXT_ID_BYTES:
@@ -113,6 +122,15 @@ def parse_client(raw: str) -> ClientMessage:
     except ValueError as exc:
         raise ProtocolError(INVALID_MESSAGE, f"{cls.type}: {exc}", context_id) from None
     return msg
+
+
+def _text_piece(body: dict) -> Text | None:
+    """The usual message, {type, context_id, text}, valid: the message; else None (the full check says why)."""
+    cid, text = body.get("context_id"), body.get("text")
+    if type(cid) is str and type(text) is str and cid != ALL_CONTEXTS and is_unicode(text) and is_unicode(cid) \
+            and 0 < len(cid.encode("utf-8")) <= MAX_CONTEXT_ID_BYTES:
+        return Text(cid, text)
+    return None
 
 
 def parse_server(frame: str | bytes) -> ServerMessage:
