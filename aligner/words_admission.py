@@ -32,13 +32,13 @@ class WordsAdmission:
             now = self.clock.monotonic()
             self._forget(now)
             demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * per_audio_s
-            if late_s <= -self.margin_s and demand <= self.fill * capacity:
-                self.admitted.append(now)
-                return None
-        if late_s > -self.margin_s:
-            return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
-        return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
-                f"wanted, {capacity:.2f} planned)")
+            if late_s > -self.margin_s:
+                return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
+            if demand > self.fill * capacity:
+                return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
+                        f"wanted, {capacity:.2f} planned)")
+            self.admitted.append(now)
+            return None
 
     def _forget(self, now: float) -> None:
         while self.spent and self.spent[0][0] < now - self.window_s:

@@ -9,7 +9,8 @@ from engine.core.side_work import SideWork
 
 def test_a_turn_is_offered_only_from_enough_slack_and_carries_what_the_listeners_can_spare():
     side_work, settled, seen = SideWork(timeout_s=5), [], []
-    assert side_work.offer(10.0, 0.1, lambda: settled.append(1)) is None and not settled   # no one waits
+    budget = SideWork.budget
+    assert side_work.offer(budget(10.0, 0.1), lambda: settled.append(1)) is None and not settled   # no one waits
 
     def side():
         with side_work.turn(0.2) as turn:
@@ -19,8 +20,8 @@ def test_a_turn_is_offered_only_from_enough_slack_and_carries_what_the_listeners
     thread.start()
     while side_work.wanted is None:
         time.sleep(0.001)
-    assert side_work.offer(0.35, 0.1, lambda: settled.append(1)) is None and not settled   # (0.35-0.1)/1.5 < 0.2
-    assert side_work.offer(0.46, 0.1, lambda: settled.append(1) or "step") == "queued"
+    assert side_work.offer(budget(0.35, 0.1), lambda: settled.append(1)) is None and not settled   # 0.167 < 0.2
+    assert side_work.offer(budget(0.46, 0.1), lambda: settled.append(1) or "step") == "queued"
     thread.join(5)
     assert settled == [1] and seen[0][0] == "step" and abs(seen[0][1] - 0.24) < 1e-9
 
@@ -86,7 +87,7 @@ def test_a_stream_not_yet_heard_shortens_a_turn_and_keeps_its_first_chunk_for_af
     assert scheduler.starting()
     assert scheduler.slack_s(101.0) == 0.08 and abs(scheduler.slack_s(101.0, listening=True) - 9.0) < 1e-9
     side_work, given = SideWork(timeout_s=5), []
-    assert side_work.offer(9.0, 0.1, lambda: given.append(1), most_s=0.02) is None      # no one waits
+    assert side_work.offer(SideWork.budget(9.0, 0.1, 0.02), lambda: given.append(1)) is None      # no one waits
     clock = FakeClock()
     clock.now = 101.0
     out = AudioOut(scheduler, audio, clock)
@@ -110,8 +111,8 @@ def test_a_turn_while_streams_start_is_at_most_the_bound_given():
     thread.start()
     while side_work.wanted is None:
         time.sleep(0.001)
-    assert side_work.offer(9.0, 0.1, lambda: "step", most_s=0.005) is None       # its first slice would not fit
-    assert side_work.offer(9.0, 0.1, lambda: "step", most_s=0.02) == "queued"
+    assert side_work.offer(SideWork.budget(9.0, 0.1, 0.005), lambda: "step") is None      # its first slice won't fit
+    assert side_work.offer(SideWork.budget(9.0, 0.1, 0.02), lambda: "step") == "queued"
     thread.join(5)
     assert seen == [0.02]
 

@@ -75,10 +75,11 @@ class EngineThread:
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
         most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
         reserve = max(0.1, 3 * step_s)
-        self.side_work.planned(step_s, SideWork.budget(slack, reserve, most))   # the turns words are admitted on
+        budget = SideWork.budget(slack, reserve, most)
+        self.side_work.planned(step_s, budget)       # the turns words are admitted on
         if self.side_work.wanted is None:
             return
-        self._follow(self.side_work.offer(slack, reserve, lambda: self._before_turn(slack), most))
+        self._follow(self.side_work.offer(budget, lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""

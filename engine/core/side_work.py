@@ -91,9 +91,9 @@ class SideWork:
         """The longest turn the listeners allow: the slack past `reserve_s`, over 1.5, at most `most_s`."""
         return min((slack_s - reserve_s) / 1.5, most_s)
 
-    def offer(self, slack_s: float, reserve_s: float, settle, most_s: float = float("inf")):
+    def offer(self, budget: float, settle):
         """After a step: a turn if the listeners allow (`budget`) its cost."""
-        cost, budget = self.wanted, self.budget(slack_s, reserve_s, most_s)
+        cost = self.wanted
         if cost is None or budget < cost:
             return None
         return self.give(settle(), max(0.01, budget / 2), budget)

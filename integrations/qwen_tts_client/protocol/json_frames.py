@@ -104,10 +104,7 @@ def parse_client(raw: str) -> ClientMessage:
         raise ProtocolError(INVALID_MESSAGE, "message must be a JSON object")
     if len(body) == 3 and body.get("type") == "text" and (piece := _text_piece(body)) is not None:
         return piece
-    context_id = body.get("context_id")
-    if not isinstance(context_id, str) or context_id in ("", ALL_CONTEXTS) or not is_unicode(context_id) \
-            or len(context_id.encode("utf-8")) > MAX_CONTEXT_ID_BYTES:
-        context_id = None                   # an error about this message cannot name it
+    context_id = _context_id(body.get("context_id"))     # None: an error about this message cannot name it
     kind = body.get("type")
     if not isinstance(kind, str):
         raise ProtocolError(INVALID_MESSAGE, f"field 'type' must be a string: one of {', '.join(CLIENT_MESSAGES)}",
@@ -124,13 +121,18 @@ def parse_client(raw: str) -> ClientMessage:
     return msg
 
 
+def _context_id(value) -> str | None:
+    """`value` if it can name a context, else None."""
+    if not isinstance(value, str) or value in ("", ALL_CONTEXTS) or not is_unicode(value) \
+            or len(value.encode("utf-8")) > MAX_CONTEXT_ID_BYTES:
+        return None
+    return value
+
+
 def _text_piece(body: dict) -> Text | None:
     """The usual message, {type, context_id, text}, valid: the message; else None (the full check says why)."""
-    cid, text = body.get("context_id"), body.get("text")
-    if type(cid) is str and type(text) is str and cid != ALL_CONTEXTS and is_unicode(text) and is_unicode(cid) \
-            and 0 < len(cid.encode("utf-8")) <= MAX_CONTEXT_ID_BYTES:
-        return Text(cid, text)
-    return None
+    cid, text = _context_id(body.get("context_id")), body.get("text")
+    return Text(cid, text) if cid is not None and type(text) is str and is_unicode(text) else None
 
 
 def parse_server(frame: str | bytes) -> ServerMessage:
