@@ -33,6 +33,8 @@ class AlignmentService:
         self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * rate)
         self.rate, self.clock = rate, clock       # the engine's audio, which the jobs hold
         self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
+        if side_work is not None:
+            side_work.attach()              # the plan learns the frame's share before the first job
         self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a slice's device time: learnt from the turns taken
         self.marginal_s = 0.0002                  # device seconds per aligned audio-second past the slices' fixed
         self.admission, self.late_s = WordsAdmission(clock), -math.inf

@@ -93,3 +93,17 @@ def test_turns_come_only_from_the_listeners_slack_and_never_beside_a_step(engine
     for t, samples in arrivals:
         assert t - start <= played + 1e-3
         played += samples / 24000
+
+
+def test_without_side_work_the_engine_plans_no_turns(engine, monkeypatch):
+    """No one takes turns (no aligner): the engine does not walk its streams for a turn's slack after each step."""
+    planned = []
+    monkeypatch.setattr(engine.side_work, "attached", False)
+    monkeypatch.setattr(engine.side_work, "planned", lambda *a: planned.append(a) or 0.0)
+    request = SynthesisRequest(text="Nothing beside this stream.", max_frames=8, ignore_eos=True,
+                               sampling=SamplingParams(seed=1))
+    assert sum(len(c.pcm) for c in engine.submit(request).iter_blocking()) > 0
+    assert planned == [] and not engine.side_work.attached
+    monkeypatch.setattr(engine.side_work, "attached", True)            # a turn taker: a plan after every step
+    assert sum(len(c.pcm) for c in engine.submit(request).iter_blocking()) > 0
+    assert len(planned) >= 8

@@ -64,7 +64,8 @@ class EngineThread:
                 for seq, error in self.isolation.failed(exc):
                     self._fail(seq, error)
             else:
-                self._offer_turn()
+                if self.side_work.attached:
+                    self._offer_turn()
         self.side_work.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting) + self.scheduler.queue.seqs():
             self._fail(seq, RuntimeError("engine shut down"))

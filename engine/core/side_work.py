@@ -40,12 +40,16 @@ class SideWork:
         self._given: Turn | None = None
         self._current: Turn | None = None
         self.open = False
+        self.attached = False              # someone takes turns: until then the engine plans none
         self.stats = dict(given=0, idle=0, late=0, engine_wait_s=0.0)
+
+    def attach(self) -> None:
+        self.attached = True
 
     @contextmanager
     def turn(self, cost_s: float):
         with self._cv:
-            self.wanted = cost_s
+            self.attached, self.wanted = True, cost_s
             while not self.open and self._given is None:
                 self._cv.wait()
             turn, self._given, self.wanted = self._given or Turn(self, False), None, None
