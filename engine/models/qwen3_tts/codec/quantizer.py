@@ -2,6 +2,8 @@
 import torch
 from torch import nn
 
+from engine.kernels.registry import ops
+
 
 def codebook_entries(embedding_sum: torch.Tensor, cluster_usage: torch.Tensor) -> torch.Tensor:
     return embedding_sum / cluster_usage.clamp(min=1e-5)[:, None]
@@ -48,9 +50,10 @@ class Dequantizer(nn.Module):
         return torch.stack([codebook_entries(b.embedding_sum, b.cluster_usage) for b in books])
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, T, books] -> [B, T, outer_dim], channels-last."""
         entries = self.table[torch.arange(codes.shape[-1], device=codes.device), codes]
-        first = self.rvq_first.output_proj(entries[:, :, 0].transpose(1, 2))
-        return first + self.rvq_rest.output_proj(entries[:, :, 1:].sum(2).transpose(1, 2))
+        first = ops.conv(entries[:, :, 0], self.rvq_first.output_proj.weight, None, 1, 1)
+        return first + ops.conv(entries[:, :, 1:].sum(2), self.rvq_rest.output_proj.weight, None, 1, 1)
 
 
 class _EncoderCodebook(nn.Module):
