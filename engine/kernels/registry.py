@@ -51,6 +51,14 @@ def by_shape(fits, kernel, otherwise):
     return call
 
 
+def codec_conv_ops(choice: str, compiled: bool) -> dict:
+    """The codec decoder's conv ops for KernelSettings.codec_conv."""
+    if choice == "cudnn":
+        return dict(conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
+    depthwise = torch.compile(conv.depthwise, dynamic=True) if compiled else conv.depthwise
+    return dict(conv=by_shape(conv.grouped, depthwise, conv.conv_matmul), trans_conv=conv.trans_conv_matmul)
+
+
 def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
     if settings.codec_conv not in CODEC_CONVS:
         raise ValueError(f"codec_conv must be one of {CODEC_CONVS}, not {settings.codec_conv!r}")
@@ -88,9 +96,8 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
                                                      few_row_layer.attention_output_and_mlp,
                                                      chosen["attention_output_and_mlp"]), rows)
     if settings.codec_conv == "gemm":
-        depthwise = torch.compile(conv.depthwise, dynamic=True) if gpu and settings.compile else conv.depthwise
-        use("conv", by_shape(conv.grouped, depthwise, conv.conv_matmul), "depthwise|gemm")
-        use("trans_conv", conv.trans_conv_matmul, "gemm")
+        chosen.update(codec_conv_ops("gemm", gpu and settings.compile))
+        names.update(conv="depthwise|gemm", trans_conv="gemm")
     if gpu:
         torch.backends.cudnn.benchmark = settings.conv_search > 0
         torch.backends.cudnn.benchmark_limit = max(settings.conv_search, 1)
