@@ -104,10 +104,14 @@ def capture_s(calls) -> float:
 
 
 def decode_with(r, conv: str, settings: KernelSettings, batches: list[int], context: int, reps: int) -> dict:
-    """The decode stage with the codec's convolutions as `conv`: its graphs captured anew, each batch timed."""
+    """The decode stage with the codec's convolutions as `conv`: its graphs captured anew, each batch timed. An eager
+    decode of one stream first, so capture seconds hold the search of the batches' shapes, not the first compiles."""
     cuda = r.device.type == "cuda"
     vars(ops).update(codec_conv_ops(conv, compiled=cuda and settings.compile))
     r.decode_stage.graphs.clear()
+    kept, r.decode_stage.use_graphs = r.decode_stage.use_graphs, False
+    stage_calls(r, 1, context)["decode"]()
+    r.decode_stage.use_graphs = kept
     calls = {b: stage_calls(r, b, context)["decode"] for b in batches}
     seconds = {b: capture_s([calls[b]]) for b in sorted(batches, reverse=True)} if cuda else {}
     return dict(capture_s=seconds, ms={b: gpu_ms(calls[b], reps) for b in batches},
