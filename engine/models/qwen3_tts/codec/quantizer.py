@@ -1,8 +1,7 @@
 """Split residual vector quantizers; encoder and decoder each keep the checkpoint's (different) names."""
 import torch
+import torch.nn.functional as F
 from torch import nn
-
-from engine.kernels.registry import ops
 
 
 def codebook_entries(embedding_sum: torch.Tensor, cluster_usage: torch.Tensor) -> torch.Tensor:
@@ -52,8 +51,8 @@ class Dequantizer(nn.Module):
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
         """codes [B, T, books] -> [B, T, outer_dim], channels-last."""
         entries = self.table[torch.arange(codes.shape[-1], device=codes.device), codes]
-        first = ops.conv(entries[:, :, 0], self.rvq_first.output_proj.weight, None, 1, 1)
-        return first + ops.conv(entries[:, :, 1:].sum(2), self.rvq_rest.output_proj.weight, None, 1, 1)
+        first = F.linear(entries[:, :, 0], self.rvq_first.output_proj.weight[:, :, 0])
+        return first + F.linear(entries[:, :, 1:].sum(2), self.rvq_rest.output_proj.weight[:, :, 0])
 
 
 class _EncoderCodebook(nn.Module):
