@@ -1,7 +1,8 @@
 """GPU time of each per-frame stage by batch size (graph replays timed with CUDA events; on a CPU, eager calls timed
 by the wall clock), beside the work each must do and the share of the GPU's limits it reaches (bench/roofline.py).
 
-python3 bench/stage_bench.py --dummy 1.7B-CustomVoice --batches 512 1024 2048 --json stages.json"""
+python3 bench/stage_bench.py --dummy 1.7B-CustomVoice --batches 512 1024 2048 --json stages.json
+--codec-conv cudnn gemm: the decode stage's graphs captured and timed with each of the codec's conv choices in turn."""
 import argparse
 import json
 import statistics
@@ -14,7 +15,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams  # noqa: E402
-from engine.kernels.registry import KernelSettings  # noqa: E402
+from engine.core.graphs import buckets_up_to  # noqa: E402
+from engine.kernels.registry import CODEC_CONVS, KernelSettings, codec_conv_ops, ops  # noqa: E402
+from bench.conv_shapes import decode_conv_shapes  # noqa: E402
 from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
 from bench.roofline_report import print_report, report  # noqa: E402
 
@@ -91,6 +94,30 @@ def kernel_table(name: str, fn, top: int = 12) -> None:
         print(f"   {e.count:5d} x {e.self_device_time_total / 1000 / e.count * 1000:7.1f} us  {e.key[:90]}")
 
 
+def capture_s(calls) -> float:
+    """Seconds to capture the graphs these first calls make, largest batch first as serve does."""
+    t0 = time.perf_counter()
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def decode_with(r, conv: str, settings: KernelSettings, batches: list[int], context: int, reps: int) -> dict:
+    """The decode stage with the codec's convolutions as `conv`: its graphs captured anew, each batch timed. An eager
+    decode of one stream first, so capture seconds hold the search of the batches' shapes, not the first compiles."""
+    cuda = r.device.type == "cuda"
+    vars(ops).update(codec_conv_ops(conv, compiled=cuda and settings.compile))
+    r.decode_stage.graphs.clear()
+    kept, r.decode_stage.use_graphs = r.decode_stage.use_graphs, False
+    stage_calls(r, 1, context)["decode"]()
+    r.decode_stage.use_graphs = kept
+    calls = {b: stage_calls(r, b, context)["decode"] for b in batches}
+    seconds = {b: capture_s([calls[b]]) for b in sorted(batches, reverse=True)} if cuda else {}
+    return dict(capture_s=seconds, ms={b: gpu_ms(calls[b], reps) for b in batches},
+                cudnn_conv_shapes={b: decode_conv_shapes(r.model.cfg.codec, b, conv) for b in batches})
+
+
 @torch.inference_mode()
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser()
@@ -101,6 +128,9 @@ def main(argv=None) -> dict:
     p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     p.add_argument("--conv-search", type=int, default=KernelSettings.conv_search,
                    help="cuDNN algorithms timed per convolution shape (0: the heuristic's pick)")
+    p.add_argument("--codec-conv", nargs="+", choices=CODEC_CONVS, default=[KernelSettings.codec_conv],
+                   help="the codec decoder's convolutions; several: its graphs captured and timed with each in turn")
+    p.add_argument("--max-active", type=int, default=1024, help="serve's, for the start-up count of conv searches")
     p.add_argument("--reps", type=int, default=20, help="timed calls per stage and batch; their median is kept")
     p.add_argument("--json", help="write the per-stage roofline of every batch here")
     p.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS,
@@ -108,33 +138,44 @@ def main(argv=None) -> dict:
     p.add_argument("--peak-tbps", type=float, default=PEAK_TBPS,
                    help=f"its memory bandwidth, TB/s (default: H100 SXM's HBM3, {PEAK_TBPS:g})")
     args = p.parse_args(argv)
-    max_b = max(args.batches)
-    engine = Engine.load(dummy=args.dummy, max_active=max_b, kv_tokens_per_stream=-(-args.context // 64) * 64,
-                         kernels=KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search),
-                         use_graphs=False)
+    settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search, codec_conv=args.codec_conv[0])
+    engine = Engine.load(dummy=args.dummy, max_active=max(args.batches),
+                         kv_tokens_per_stream=-(-args.context // 64) * 64, kernels=settings, use_graphs=False)
     r, cuda = engine.runner, engine.model.device.type == "cuda"
-    if cuda:                    # graphs for the batches asked only, not every bucket; largest first, as serve does
+    if cuda:                    # graphs for the batches asked only, not every bucket
         for stage in (r.predict_stage, r.talk_stage, r.decode_stage):
             stage.use_graphs = True
-        t0 = time.perf_counter()
-        for b in sorted(args.batches, reverse=True):
-            for call in stage_calls(r, b, args.context).values():
-                call()
-        print(f"graphs of {len(args.batches)} batches captured in {time.perf_counter() - t0:.1f} s "
-              f"(cuDNN search {args.conv_search or 'off'})")
+        seconds = capture_s([call for b in sorted(args.batches, reverse=True)
+                             for name, call in stage_calls(r, b, args.context).items() if name != "decode"])
+        print(f"predict and talk graphs of {len(args.batches)} batches captured in {seconds:.1f} s")
     device = torch.cuda.get_device_name() if cuda else "CPU"
-    print(f"{args.dummy} on {device}: {'GPU ms per stage (graph replay)' if cuda else 'ms per stage (eager)'}")
-    print("batch  predict  talk  decode  total  | per stream-frame us")
-    timed = []
+    steps = {b: {k: gpu_ms(call, args.reps) for k, call in stage_calls(r, b, args.context).items() if k != "decode"}
+             for b in args.batches}
+    decodes = {conv: decode_with(r, conv, settings, args.batches, args.context, args.reps) for conv in args.codec_conv}
+    print(f"{args.dummy} on {device}: {'GPU ms per stage (graph replay)' if cuda else 'ms per stage (eager)'}; "
+          f"cuDNN search {args.conv_search or 'off'}")
+    print("batch  predict  talk  codec-conv  decode  total  | per stream-frame us | decode capture s  cuDNN shapes")
     for b in args.batches:
-        calls = stage_calls(r, b, args.context)
-        ms = {k: gpu_ms(calls[k], args.reps) for k in ("predict", "talk", "decode")}
-        t_pred, t_talk, t_dec = ms.values()
-        total = t_pred + t_talk + t_dec
-        print(f"{b:5d} {t_pred:8.2f} {t_talk:5.2f} {t_dec:7.2f} {total:6.2f}  | {1000 * total / b:8.1f}", flush=True)
-        timed.append((b, ms))
-    result = report(engine.model, device, args.context, r.block_size, timed, args.peak_tflops, args.peak_tbps)
-    print_report(result)
+        for conv, d in decodes.items():
+            total = sum(steps[b].values()) + d["ms"][b]
+            print(f"{b:5d} {steps[b]['predict']:8.2f} {steps[b]['talk']:5.2f}  {conv:>10s} {d['ms'][b]:7.2f} "
+                  f"{total:6.2f}  | {1000 * total / b:8.1f}            | {d['capture_s'].get(b, 0):16.2f}  "
+                  f"{d['cudnn_conv_shapes'][b]:12d}", flush=True)
+    buckets = buckets_up_to(args.max_active)
+    print(f"cuDNN conv shapes a start-up searches at --max-active {args.max_active} ({len(buckets)} decode graphs): " +
+          ", ".join(f"{conv} {sum(decode_conv_shapes(engine.model.cfg.codec, b, conv) for b in buckets)}"
+                    for conv in args.codec_conv))
+    results = {conv: report(engine.model, device, args.context, r.block_size,
+                            [(b, dict(steps[b], decode=d["ms"][b])) for b in args.batches], args.peak_tflops,
+                            args.peak_tbps) for conv, d in decodes.items()}
+    for conv, result in results.items():
+        print(f"\ncodec convolutions: {conv}", end="")
+        print_report(result)
+        result.update(codec_conv=conv, decode_capture_s=decodes[conv]["capture_s"],
+                      cudnn_conv_shapes=decodes[conv]["cudnn_conv_shapes"])
+    result = results[args.codec_conv[0]]
+    if len(results) > 1:
+        result = dict(result, by_codec_conv=results)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     for b in args.kernels:

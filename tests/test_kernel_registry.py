@@ -1,7 +1,9 @@
 """The kernel registry: on the CPU every op is its torch definition; the CUDA choices are made (not run) in one
 place, as settings ask, and put back by choosing again."""
+import pytest
 import torch
 
+from engine.kernels import conv
 from engine.kernels.registry import TORCH, KernelSettings, ops, select
 
 
@@ -24,3 +26,15 @@ def test_cuda_choices_follow_the_settings_and_choosing_again_restores_the_ops():
     finally:
         select(torch.device("cpu"))
     assert all(getattr(ops, op) is fn for op, fn in TORCH.items())
+
+
+def test_the_codec_convolutions_are_chosen_by_one_setting_on_any_device():
+    try:
+        gemm = select(torch.device("cpu"), KernelSettings(codec_conv="gemm"))
+        assert gemm.choices["conv"] == "depthwise|gemm" and gemm.choices["trans_conv"] == "gemm"
+        assert ops.conv is not conv.conv_cudnn and ops.trans_conv is conv.trans_conv_matmul
+        with pytest.raises(ValueError, match="codec_conv"):
+            select(torch.device("cpu"), KernelSettings(codec_conv="winograd"))
+    finally:
+        select(torch.device("cpu"))
+    assert KernelSettings().codec_conv == "cudnn" and ops.conv is conv.conv_cudnn

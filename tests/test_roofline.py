@@ -107,3 +107,18 @@ def test_stage_bench_runs_2048_streams(tmp_path):
     for name in ("predict", "talk", "decode"):
         assert row[name]["ms"] > 0 and row[name]["gflop"] > 0
     assert row["step"]["gflop"] == pytest.approx(sum(row[n]["gflop"] for n in ("predict", "talk", "decode")))
+
+
+@pytest.mark.slow
+def test_stage_bench_compares_the_codec_conv_choices(tmp_path):
+    """--codec-conv cudnn gemm: one run times the decode with each, and counts the conv shapes cuDNN would search."""
+    path = tmp_path / "stages.json"
+    stage_bench.main(["--dummy", "tiny", "--batches", "4", "--reps", "1", "--context", "48", "--max-active", "8",
+                      "--codec-conv", "cudnn", "gemm", "--json", str(path)])
+    out = json.loads(path.read_text())
+    by = out["by_codec_conv"]
+    assert out["codec_conv"] == "cudnn" and set(by) == {"cudnn", "gemm"}
+    assert by["cudnn"]["cudnn_conv_shapes"] == {"4": 24} and by["gemm"]["cudnn_conv_shapes"] == {"4": 0}
+    for result in by.values():
+        (row,) = result["batches"]
+        assert row["decode"]["ms"] > 0 and row["decode"]["gflop"] == out["batches"][0]["decode"]["gflop"]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.kernels import (dense_attention, few_row_layer, layer_math, paged_attention, row_copy, row_sampler,
+from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention, row_copy, row_sampler,
                             sampling, snake)
 
 log = logging.getLogger("qwen_tts_engine")
@@ -16,7 +16,9 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
              snake_after=layer_math.snake_after, sample_rows=sampling.sample_rows,
              process_talker_logits=sampling.process_talker_logits,
              paged_attention=paged_attention.paged_attention_torch,
-             dense_attention=dense_attention.dense_attention_torch, write_rows=row_copy.write_rows_torch)
+             dense_attention=dense_attention.dense_attention_torch, write_rows=row_copy.write_rows_torch,
+             conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
+CODEC_CONVS = ("cudnn", "gemm")
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
             "process_talker_logits")
 
@@ -30,6 +32,7 @@ class KernelSettings:
     few_rows: int = few_row_layer.TILE_ROWS
     side_decode: bool = True
     conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
+    codec_conv: str = "cudnn"  # the codec decoder's convolutions: "cudnn", or "gemm" (cuBLAS matmuls, no search)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,17 @@ def by_shape(fits, kernel, otherwise):
     return call
 
 
+def codec_conv_ops(choice: str, compiled: bool) -> dict:
+    """The codec decoder's conv ops for KernelSettings.codec_conv."""
+    if choice == "cudnn":
+        return dict(conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
+    depthwise = torch.compile(conv.depthwise, dynamic=True) if compiled else conv.depthwise
+    return dict(conv=by_shape(conv.grouped, depthwise, conv.conv_matmul), trans_conv=conv.trans_conv_matmul)
+
+
 def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
+    if settings.codec_conv not in CODEC_CONVS:
+        raise ValueError(f"codec_conv must be one of {CODEC_CONVS}, not {settings.codec_conv!r}")
     chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
     gpu = device.type == "cuda"
     cuda = gpu and few_row_layer.triton is not None
@@ -82,9 +95,15 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("attention_output_and_mlp", by_shape(partial(few_row_layer.fits_output_and_mlp, settings.few_rows),
                                                      few_row_layer.attention_output_and_mlp,
                                                      chosen["attention_output_and_mlp"]), rows)
+    if settings.codec_conv == "gemm":
+        chosen.update(codec_conv_ops("gemm", gpu and settings.compile))
+        names.update(conv="depthwise|gemm", trans_conv="gemm")
     if gpu:
         torch.backends.cudnn.benchmark = settings.conv_search > 0
         torch.backends.cudnn.benchmark_limit = max(settings.conv_search, 1)
-        names["conv"] = f"cudnn(search {settings.conv_search})" if settings.conv_search else "cudnn(heuristic)"
+        search = f"cudnn(search {settings.conv_search})" if settings.conv_search else "cudnn(heuristic)"
+        for op in ("conv", "trans_conv"):
+            if names[op] == "torch":
+                names[op] = search
     ops.__dict__.update(chosen)
     return Kernels(names, side_decode=gpu and settings.side_decode)

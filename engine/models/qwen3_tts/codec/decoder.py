@@ -83,7 +83,7 @@ class CodecDecoder(nn.Module):
     @torch.no_grad()
     def decode(self, codes: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
         """slots None: fresh streams, no state touched."""
-        x = self.pre_conv(self.quantizer(codes).transpose(1, 2), slots)
+        x = self.pre_conv(self.quantizer(codes), slots)
         x = self.pre_transformer(x, slots)
         for trans_conv, convnext in self.upsample:
             x = convnext(trans_conv(x, slots), slots)

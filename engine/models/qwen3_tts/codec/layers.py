@@ -49,14 +49,6 @@ def channels_last(conv: nn.Module) -> None:
     conv.weight.data = w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
 
 
-def as_nhwc(x: torch.Tensor) -> torch.Tensor:
-    return x.transpose(1, 2).unsqueeze(2)
-
-
-def from_nhwc(y: torch.Tensor) -> torch.Tensor:
-    return y.squeeze(2).transpose(1, 2)
-
-
 class CausalConv(Stateful):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1):
@@ -74,8 +66,7 @@ class CausalConv(Stateful):
         bias = c.bias if with_bias else None
         if c.kernel_size[0] == 1 and c.groups == 1:
             return F.linear(x, c.weight[:, :, 0], bias)
-        return from_nhwc(F.conv2d(as_nhwc(x), c.weight[:, :, None], bias, dilation=(1, c.dilation[0]),
-                                  groups=c.groups))
+        return ops.conv(x, c.weight, bias, c.dilation[0], c.groups)
 
 
 class CausalTransConv(Stateful):
@@ -90,11 +81,8 @@ class CausalTransConv(Stateful):
             self.add_state("history", (self.context, in_channels))
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
-        new = x.shape[1] * self.stride
         x = self.conv_input(x, slots, act)
-        start = self.context * self.stride
-        y = F.conv_transpose2d(as_nhwc(x), self.conv.weight[:, :, None], self.conv.bias, stride=(1, self.stride))
-        return from_nhwc(y[..., start:start + new])
+        return ops.trans_conv(x, self.conv.weight, self.conv.bias, self.stride, self.context)
 
 
 class SnakeBeta(nn.Module):

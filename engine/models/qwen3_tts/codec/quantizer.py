@@ -1,5 +1,6 @@
 """Split residual vector quantizers; encoder and decoder each keep the checkpoint's (different) names."""
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -48,9 +49,10 @@ class Dequantizer(nn.Module):
         return torch.stack([codebook_entries(b.embedding_sum, b.cluster_usage) for b in books])
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
+        """codes [B, T, books] -> [B, T, outer_dim], channels-last."""
         entries = self.table[torch.arange(codes.shape[-1], device=codes.device), codes]
-        first = self.rvq_first.output_proj(entries[:, :, 0].transpose(1, 2))
-        return first + self.rvq_rest.output_proj(entries[:, :, 1:].sum(2).transpose(1, 2))
+        first = F.linear(entries[:, :, 0], self.rvq_first.output_proj.weight[:, :, 0])
+        return first + F.linear(entries[:, :, 1:].sum(2), self.rvq_rest.output_proj.weight[:, :, 0])
 
 
 class _EncoderCodebook(nn.Module):

@@ -1,0 +1,78 @@
+"""The codec decoder's convolutions over channels-last input [B, context + T, C] whose first `context` steps are the
+carried history: through cuDNN (timed per shape when searching), or as cuBLAS matmuls (no per-shape search).
+
+Weights are the modules' own, packed channels-last (decoder.pack): a conv's [C_out, C_in, k] is stored [C_out, k, C_in]
+and a transposed conv's [C_in, C_out, k] as [C_in, k, C_out], so the matmuls read them as 2-D views without a copy."""
+import torch
+import torch.nn.functional as F
+
+
+def as_nhwc(x: torch.Tensor) -> torch.Tensor:
+    return x.transpose(1, 2).unsqueeze(2)
+
+
+def from_nhwc(y: torch.Tensor) -> torch.Tensor:
+    return y.squeeze(2).transpose(1, 2)
+
+
+def conv_cudnn(x, weight, bias, dilation: int, groups: int):
+    return from_nhwc(F.conv2d(as_nhwc(x), weight[:, :, None], bias, dilation=(1, dilation), groups=groups))
+
+
+def trans_conv_cudnn(x, weight, bias, stride: int, context: int):
+    """Trimmed so output i depends on inputs <= i: the outputs of the new steps only."""
+    new = (x.shape[1] - context) * stride
+    y = F.conv_transpose2d(as_nhwc(x), weight[:, :, None], bias, stride=(1, stride))
+    return from_nhwc(y[..., context * stride:context * stride + new])
+
+
+def grouped(x, weight, bias, dilation: int, groups: int) -> bool:
+    return groups > 1
+
+
+def depthwise(x, weight, bias, dilation: int, groups: int):
+    """One channel a group: the k taps' products summed in float32 at least, as cuDNN accumulates."""
+    k = weight.shape[-1]
+    frames = x.shape[1] - (k - 1) * dilation
+    acc = torch.promote_types(x.dtype, torch.float32)
+    w = weight[:, 0].to(acc)
+    y = sum(x[:, i * dilation:i * dilation + frames].to(acc) * w[:, i] for i in range(k))
+    return (y if bias is None else y + bias.to(acc)).to(x.dtype)
+
+
+def conv_matmul(x, weight, bias, dilation: int, groups: int):
+    """One GEMM over the k dilated views side by side (im2col, K = k * C_in); where that copy would outweigh the
+    output (C_in * T > C_out * (context + T): few output channels), one GEMM to k * C_out tap outputs over every step,
+    then each output step sums its k taps' diagonal."""
+    c_out, c_in, k = weight.shape
+    batch, steps = x.shape[:2]
+    span = (k - 1) * dilation
+    frames = steps - span
+    if k == 1:
+        return F.linear(x, weight[:, :, 0], bias)
+    if c_in * frames <= c_out * steps:
+        views = x.unfold(1, span + 1, 1)[..., ::dilation].transpose(2, 3)        # [B, T, k, C_in]
+        return F.linear(views.reshape(batch, frames, k * c_in), weight.permute(0, 2, 1).reshape(c_out, k * c_in),
+                        bias)
+    taps = F.linear(x, weight.permute(2, 0, 1).reshape(k * c_out, c_in))          # [B, steps, k * C_out]
+    row = k * c_out
+    diagonal = taps.as_strided((batch, frames, c_out, k), (steps * row, row, 1, dilation * row + c_out),
+                               taps.storage_offset())
+    y = diagonal.sum(-1)
+    return y if bias is None else y + bias
+
+
+def trans_conv_matmul(x, weight, bias, stride: int, context: int):
+    """Output step q * stride + r takes input q - i through tap i * stride + r: one GEMM of the last `context + 1`
+    inputs, channel-major and newest first ([C_in, taps]), to stride * C_out columns, whose rows interleave for free."""
+    c_in, c_out, k = weight.shape
+    taps = context + 1
+    if k < taps * stride:
+        weight = F.pad(weight, (0, taps * stride - k))
+    batch, frames = x.shape[0], x.shape[1] - context
+    window = x[..., None] if taps == 1 else \
+        torch.stack([x[:, context - i:context - i + frames] for i in range(taps)], dim=-1)
+    w = weight.permute(0, 2, 1).reshape(c_in * taps, stride * c_out)
+    a = window.reshape(batch * frames, c_in * taps)
+    y = a @ w if bias is None else torch.addmm(bias.repeat(stride), a, w)
+    return y.view(batch, frames * stride, c_out)
