@@ -118,7 +118,7 @@ def test_stage_bench_compares_the_codec_conv_choices(tmp_path):
     out = json.loads(path.read_text())
     by = out["by_codec_conv"]
     assert out["codec_conv"] == "cudnn" and set(by) == {"cudnn", "gemm"}
-    assert by["cudnn"]["cudnn_conv_shapes"] == {"4": 24} and by["gemm"]["cudnn_conv_shapes"] == {"4": 0}
+    assert by["cudnn"]["cudnn_conv_shapes"] == {"4": 23} and by["gemm"]["cudnn_conv_shapes"] == {"4": 0}
     for result in by.values():
         (row,) = result["batches"]
         assert row["decode"]["ms"] > 0 and row["decode"]["gflop"] == out["batches"][0]["decode"]["gflop"]
