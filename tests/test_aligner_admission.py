@@ -4,7 +4,6 @@ import asyncio
 from concurrent.futures import Future
 
 
-import httpx
 import pytest
 import websockets
 
@@ -43,7 +42,7 @@ def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned(server):
     aligner.stalled.clear(), aligner.release.clear(), aligner.units.clear()
 
     def queued() -> int:
-        metrics = httpx.get(f"{srv.url}/metrics").text
+        metrics = srv.http.get("/metrics").text
         return int(float(next(line.split()[-1] for line in metrics.splitlines()
                               if line.startswith("tts_aligner_queued_jobs"))))
 
