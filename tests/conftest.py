@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]      # this checkout's gateway and client
@@ -32,6 +33,12 @@ def words_server():
     srv = start_server(StandIn())
     yield srv
     srv.stop()
+
+
+def pytest_configure(config):
+    if "not slow" in (config.option.markexpr or ""):
+        settings.register_profile("inner", max_examples=25)             # helpers.examples: a quarter of each count
+        settings.load_profile("inner")
 
 
 def pytest_ignore_collect(collection_path, config):

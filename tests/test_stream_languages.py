@@ -15,6 +15,7 @@ from engine.core.sequence import Sequence
 from engine.core.text_intake import TextIntake
 from engine.models.qwen3_tts.requests import ROLE
 from engine.models.qwen3_tts.text_tokenizer import ANY_LOOKAHEAD, CJK_LOOKAHEAD, TextTokenizer
+from helpers import examples
 
 TOKENIZER = TextTokenizer.load()
 EXACT = TextTokenizer.load(exact=True)
@@ -122,7 +123,7 @@ def cut(text: str, sizes: list[int]) -> list[str]:
 
 @pytest.mark.parametrize("lang", [lang if lang in ("en", "zh") else pytest.param(lang, marks=pytest.mark.slow)
                                   for lang in sorted(LANGUAGES)])        # a spaced and a CJK script in the inner loop
-@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(120), deadline=None, derandomize=True, database=None)
 @given(data=st.data())
 def test_streamed_in_any_cuts_the_exact_rule_feeds_the_whole_texts_ids_and_never_retracts(lang, data):
     text = data.draw(language_texts(lang))
