@@ -2,6 +2,7 @@
 scripts without spaces settle their ids a few characters behind the text (not at the next punctuation), a run with
 no boundary at all is bounded, and what is fed is the whole text's tokenization (or, where the lookahead guessed,
 the same characters segmented otherwise)."""
+import functools
 import random
 import unicodedata
 
@@ -103,6 +104,7 @@ ODD = ["ｶﾞｲﾄﾞ", "ガイド", "天気か\u3099", "\u1100\u1161\u11a8", 
 FORMS = [None, "NFC", "NFD", "NFKC"]
 
 
+@functools.cache                    # drawn from each example: English's pool alone is 1,500 tries for its 3 sentences
 def language_texts(lang: str):
     """Slices of the language's sentences mixed with other scripts, emoji and marks, in any normal form."""
     pool = sentences(lang, 30, seed=2)
