@@ -1,9 +1,11 @@
+import gc
 import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "integrations")]      # this checkout's gateway and client
@@ -33,7 +35,19 @@ def words_server():
     srv.stop()
 
 
+def pytest_configure(config):
+    if "not slow" in (config.option.markexpr or ""):
+        settings.register_profile("inner", max_examples=25)             # helpers.examples: a quarter of each count
+        settings.load_profile("inner")
+
+
 def pytest_ignore_collect(collection_path, config):
     """`-m "not slow"` does not import the files that are slow as a whole (qwen-asr alone takes 15 s to import)."""
     if collection_path.suffix == ".py" and "not slow" in (config.option.markexpr or ""):
         return "\npytestmark = pytest.mark.slow" in collection_path.read_text() or None
+
+
+def pytest_collection_finish(session):
+    """What collection imported (torch, transformers, the tokenizers: a million objects) lives to the end: frozen, no
+    full collection walks it again (0.4 s each: the first Engine's, pytest's five at exit where no Engine froze it)."""
+    gc.freeze()

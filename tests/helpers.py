@@ -1,5 +1,12 @@
-"""Shared assertions."""
+"""Shared assertions, and the property tests' example counts."""
 import numpy as np
+from hypothesis import settings
+
+
+def examples(full: int) -> int:
+    """`full` examples, or a quarter of them (at least 10) under the "inner" profile that tests/conftest.py loads for
+    `-m "not slow"`: the same derandomized sequence, cut short."""
+    return max(full * settings().max_examples // settings.get_profile("default").max_examples, min(full, 10))
 
 
 def assert_audio_close(actual: np.ndarray, expected: np.ndarray) -> None:

@@ -1,4 +1,5 @@
 """A real gateway server on loopback in a background thread: for tests of the gateway and its integrations."""
+import functools
 import socket
 import threading
 import time
@@ -30,6 +31,11 @@ class ServerThread:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @functools.cached_property
+    def http(self) -> httpx.Client:
+        """One keep-alive client for the tests' requests: each new httpx client loads the CA bundle (30 ms)."""
+        return httpx.Client(base_url=self.url, timeout=60)
+
     @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/v1/tts/websocket"
@@ -39,10 +45,11 @@ class ServerThread:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.gateway.status not in ("ready", "failed"):
             time.sleep(0.05)
-        if httpx.get(f"{self.url}/health").status_code != 200:
+        if self.http.get("/health").status_code != 200:
             raise RuntimeError(f"gateway did not become ready: {self.gateway.status}")
         return self
 
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=60)
+        self.http.close()

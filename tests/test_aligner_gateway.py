@@ -3,7 +3,6 @@ barge-in answers, and an aligner that fails or stalls (no words, one `alignment_
 import asyncio
 import time
 
-import httpx
 import pytest
 import websockets
 
@@ -82,7 +81,7 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
             assert t <= playback_end(log)
     assert max(e for _, _, e, *_ in words) <= log[-1][1].audio_ms / 1000 + 1e-3
     deadline = time.monotonic() + 10                 # the core reports every 0.1 s: one may predate the last job's end
-    while "tts_aligner_queued_jobs 0" not in (metrics := httpx.get(f"{server.url}/metrics").text):
+    while "tts_aligner_queued_jobs 0" not in (metrics := server.http.get("/metrics").text):
         assert time.monotonic() < deadline, metrics
         time.sleep(0.1)
     assert "tts_aligner_busy_seconds" in metrics

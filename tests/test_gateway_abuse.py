@@ -4,7 +4,6 @@ import asyncio
 import contextlib
 import logging
 
-import httpx
 import pytest
 import websockets
 
@@ -104,8 +103,8 @@ def test_malformed_json_is_answered_and_the_socket_stays_usable(server, raw, cod
     ("[]", p.INVALID_REQUEST),
 ])
 def test_http_errors_are_json_of_the_documented_shape(server, body, code):
-    response = httpx.post(f"{server.url}/v1/audio/speech", content=body.encode("utf-8", "surrogatepass"),
-                          headers={"Authorization": f"Bearer {KEY}"})
+    response = server.http.post("/v1/audio/speech", content=body.encode("utf-8", "surrogatepass"),
+                                headers={"Authorization": f"Bearer {KEY}"})
     assert response.status_code == 400 and response.headers["content-type"] == "application/json"
     error = response.json()["error"]
     assert error["code"] == code and error["message"] and error["type"] == "invalid_request_error"
@@ -134,9 +133,9 @@ def logged_lines(names=("uvicorn.access", "uvicorn.error")):
 
 def test_the_api_key_never_reaches_the_logs(server):
     with logged_lines() as lines:
-        assert httpx.get(f"{server.url}/v1/voices?api_key={KEY}").status_code == 200
-        assert httpx.get(f"{server.url}/v1/voices?x=1&api_key={KEY}&y=2").status_code == 200
-        assert httpx.get(f"{server.url}/v1/voices?API_KEY={KEY}").status_code == 401      # (names are exact)
+        assert server.http.get(f"/v1/voices?api_key={KEY}").status_code == 200
+        assert server.http.get(f"/v1/voices?x=1&api_key={KEY}&y=2").status_code == 200
+        assert server.http.get(f"/v1/voices?API_KEY={KEY}").status_code == 401      # (names are exact)
 
         async def run():
             async with connect(server) as ws:
@@ -149,7 +148,7 @@ def test_the_api_key_never_reaches_the_logs(server):
 def test_probes_stay_out_of_the_access_log_and_requests_do_not(server):
     with logged_lines(("uvicorn.access",)) as lines:
         for path in ("/health", "/metrics", "/health?x=1"):
-            assert httpx.get(f"{server.url}{path}").status_code in (200, 401)
-        assert httpx.get(f"{server.url}/v1/voices", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+            assert server.http.get(path).status_code in (200, 401)
+        assert server.http.get("/v1/voices", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
     assert any("/v1/voices" in line for line in lines), lines
     assert not any("/health" in line or "/metrics" in line for line in lines), lines

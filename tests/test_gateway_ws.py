@@ -4,7 +4,6 @@ from typing import Callable
 from urllib.parse import urlencode
 
 import av
-import httpx
 import numpy as np
 import pytest
 import websockets
@@ -419,7 +418,7 @@ def test_auth_and_query_errors_close_the_connection(server):
             assert isinstance(await recv(ws), p.Ready)
 
     asyncio.run(run())
-    assert httpx.post(f"{server.url}/v1/audio/speech", json={"input": "Hi"}).status_code == 401
+    assert server.http.post("/v1/audio/speech", json={"input": "Hi"}).status_code == 401
 
 
 def test_sockets_beyond_the_limit_close_with_1013(server):

@@ -5,7 +5,6 @@ import base64
 import json
 import threading
 
-import httpx
 import pytest
 from websockets.sync.client import connect
 
@@ -41,21 +40,21 @@ def server():
 @pytest.mark.parametrize("method, path, headers, body, code", ROUTES, ids=[r[1] for r in ROUTES])
 def test_every_route_answers_a_draining_server_with_shutting_down_and_retry_after(server, method, path, headers,
                                                                                    body, code):
-    assert httpx.request(method, server.url + path, headers=headers, json=body, timeout=60).status_code in (200, 201)
+    assert server.http.request(method, path, headers=headers, json=body).status_code in (200, 201)
     server.gateway.status = "shutting_down"
     try:
-        response = httpx.request(method, server.url + path, headers=headers, json=body, timeout=60)
+        response = server.http.request(method, path, headers=headers, json=body)
     finally:
         server.gateway.status = "ready"
     assert response.status_code == 503 and response.headers["retry-after"] == "1"
     assert code(response.json()) in ("shutting_down", ("shutting_down", 503))
-    wrong = httpx.request(method, server.url + path, headers={k: "wrong" for k in headers}, json=body, timeout=60)
+    wrong = server.http.request(method, path, headers={k: "wrong" for k in headers}, json=body)
     assert wrong.status_code == 401 and "retry-after" not in wrong.headers
 
 
 def mp3_over_http(server) -> bytes:
-    response = httpx.post(f"{server.url}{TTS}/stream?output_format={MP3}", headers={"xi-api-key": KEY},
-                          json={"text": "Hi."}, timeout=120)
+    response = server.http.post(f"{TTS}/stream?output_format={MP3}", headers={"xi-api-key": KEY},
+                                json={"text": "Hi."}, timeout=120)
     assert response.status_code == 200 and response.headers["content-type"] == "audio/mpeg"
     return response.content
 
@@ -91,8 +90,8 @@ def test_a_blocked_mp3_encode_holds_up_no_other_stream(server, monkeypatch, held
     thread.start()
     try:
         assert entered.wait(60)
-        other = httpx.post(f"{server.url}{TTS}?output_format=pcm_16000", headers={"xi-api-key": KEY},
-                           json={"text": "Meanwhile."}, timeout=120)
+        other = server.http.post(f"{TTS}?output_format=pcm_16000", headers={"xi-api-key": KEY},
+                                 json={"text": "Meanwhile."}, timeout=120)
         served_while_held = not release.is_set() and not timed_out
     finally:
         release.set()

@@ -3,7 +3,6 @@ while `words` and the barge-in split index it with its markup and in its own Uni
 OpenAI route filters only when asked."""
 import asyncio
 
-import httpx
 import pytest
 
 from qwen_tts_client import protocol as p
@@ -74,9 +73,9 @@ def test_the_openai_route_reads_input_as_given_unless_asked(server):
     try:
         body = {"model": "qwen3-tts", "input": "**Hi** 😀 <think>x</think>there", "response_format": "pcm"}
         for extra in ({}, {"filter_markdown": True, "filter_emoji": True, "filter_think": True}):
-            assert httpx.post(f"{server.url}/v1/audio/speech", json=body | extra, timeout=60).status_code == 200
-        bad = httpx.post(f"{server.url}/v1/audio/speech", json=body | {"input": "😀", "filter_emoji": True})
-        flag = httpx.post(f"{server.url}/v1/audio/speech", json=body | {"filter_emoji": "yes"})
+            assert server.http.post("/v1/audio/speech", json=body | extra).status_code == 200
+        bad = server.http.post("/v1/audio/speech", json=body | {"input": "😀", "filter_emoji": True})
+        flag = server.http.post("/v1/audio/speech", json=body | {"filter_emoji": "yes"})
     finally:
         server.engine.sequence = sequence
     assert heard == [body["input"], "Hi  there"]

@@ -4,6 +4,7 @@ import unicodedata
 from hypothesis import example, given, settings, strategies as st
 
 from engine.models.qwen3_tts.nfc_boundaries import boundary_after, boundary_before, settled_span
+from helpers import examples
 
 NFC = lambda s: unicodedata.normalize("NFC", s)      # noqa: E731
 # starters that compose (Latin, kana, Hangul L/LV, Indic, Greek), what they compose with, and stable ones
@@ -14,7 +15,7 @@ ATOMS = list("aeEoMnAkuΩιカかしハはウ가하각각世最。、ｶ�
 TEXT = st.lists(st.sampled_from(ATOMS), max_size=10).map("".join)
 
 
-@settings(max_examples=800, deadline=None, derandomize=True, database=None)
+@settings(max_examples=examples(800), deadline=None, derandomize=True, database=None)
 @example("天気か", 2, "\u3099")
 @example("こe\u0316", 1, "\u0301")     # the acute reaches past the grave below to the "e": it is not settled
 @example("\u0cc6\u0cc2", 0, "\u0cd5")

@@ -1,14 +1,18 @@
-"""Start-up work: each phase logs its seconds, graphs are captured only for batches the KV cache can admit, and the
-aligner shares the TTS model's tokenizer files, built once."""
+"""Start-up work: each phase logs its seconds, graphs are captured only for batches the KV cache can admit, the
+aligner shares the TTS model's tokenizer files, built once, and modules skip the random init their weights replace."""
+import contextlib
 import logging
 
 import pytest
+import torch
 
 from bench.startup_bench import phases
 from engine import Engine
 from engine.core.graphs import StagedGraphs
 from engine.models import load_model
+from engine.models.qwen3_tts.model import Codec, TTSModel
 from engine.models.qwen3_tts.text_tokenizer import SHARED, TextTokenizer
+from engine.models.weights import seed_weights, without_init
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +80,14 @@ def test_torch_compiles_share_is_reported_with_its_graphs_and_cache_hits(caplog)
     report_compiles()
     [line] = [p for p in phases(caplog.text) if p["phase"].startswith("torch.compile")]
     assert line["seconds"] > 0 and "graphs; FX graph cache" in line["detail"]
+
+
+def test_a_model_built_without_init_seeds_to_the_same_weights_and_the_init_comes_back(model):
+    built = []
+    for building in (contextlib.nullcontext, without_init):
+        with building():
+            tts, codec = TTSModel(model.cfg), Codec(model.cfg.codec)
+        seed_weights(tts, 0), seed_weights(codec, 1), codec.decoder.quantizer.refresh()
+        built.append({name: t for m in (tts, codec) for name, t in [*m.named_parameters(), *m.named_buffers()]})
+    assert built[0].keys() == built[1].keys() and all(torch.equal(built[0][k], built[1][k]) for k in built[0])
+    assert torch.nn.init.ones_(torch.zeros(2)).tolist() == [1.0, 1.0]

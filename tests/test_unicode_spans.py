@@ -8,6 +8,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from aligner import Word, WordStream, spoken
 from aligner.text import kept, segment
+from helpers import examples
 
 pytest.importorskip("nagisa")
 pytest.importorskip("soynlp")
@@ -21,7 +22,7 @@ ODD = ["\u0301", "\u0308", "\u3099", "ﾞ", "ﾟ", "\u200d", "\ufe0f", "\u20e3",
        "ᄀ", "ᅡ", "ᆨ", "ㄱ", "ㅏ", "。", "、", "！", "，", "「", "」", "—", "…", "*", "#", " ", "  ", "\n", "\u3000"]
 FORMS = [None, "NFC", "NFD", "NFKC", "NFKD"]
 MIXED = "新しいｶﾞｲﾄﾞﾌﾞｯｸを本日発売しました。詳しくはウェブサイトをご覧ください。"
-CASES = settings(max_examples=150, deadline=None, derandomize=True, database=None)
+CASES = settings(max_examples=examples(150), deadline=None, derandomize=True, database=None)
 
 texts = st.builds(lambda parts, form: unicodedata.normalize(form, "".join(parts)) if form else "".join(parts),
                   st.lists(st.sampled_from(WORDS + ODD) | st.characters(codec="utf-8"), max_size=16),

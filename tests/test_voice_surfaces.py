@@ -29,8 +29,7 @@ def server(tmp_path_factory):
     engine = Engine.load(dummy="tiny-0.6B-Base", device="cpu", max_active=4,
                          voices_dir=str(tmp_path_factory.mktemp("voices"))).start()
     srv = ServerThread(engine, GatewayConfig(max_frames=6)).start()
-    httpx.post(srv.url + "/v1/voices", json={"name": "good", "audio": reference(), "x_vector_only": True},
-               timeout=60).raise_for_status()
+    srv.http.post("/v1/voices", json={"name": "good", "audio": reference(), "x_vector_only": True}).raise_for_status()
     yield srv
     srv.stop()
 
@@ -53,17 +52,17 @@ def test_a_bad_voice_name_ends_only_its_context(server):
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_a_bad_voice_name_is_a_4xx_on_every_http_route(server, name):
-    speech = httpx.post(server.url + "/v1/audio/speech", timeout=60,
-                        content=p.to_json({"input": "Hi.", "voice": name}).encode("utf-8", "surrogatepass"))
+    speech = server.http.post("/v1/audio/speech",
+                              content=p.to_json({"input": "Hi.", "voice": name}).encode("utf-8", "surrogatepass"))
     assert speech.status_code == 400 and speech.json()["error"]["code"] in (p.UNKNOWN_VOICE, p.INVALID_REQUEST)
     body = p.to_json({"name": name, "audio": reference(), "x_vector_only": True}).encode("utf-8", "surrogatepass")
-    registered = httpx.post(server.url + "/v1/voices", content=body, timeout=60)
+    registered = server.http.post("/v1/voices", content=body)
     assert registered.status_code == 400 and registered.json()["error"]["code"] == p.INVALID_REQUEST
     if "/" not in name and p.is_unicode(name):
         escaped = "".join(f"%{b:02X}" for b in name.encode())          # '.' and '..' reach the route as they are
-        deleted = httpx.delete(server.url + "/v1/voices/" + escaped)
+        deleted = server.http.delete("/v1/voices/" + escaped)
         assert deleted.status_code == 400 and deleted.json()["error"]["code"] == p.INVALID_REQUEST
-    assert "." not in [v["name"] for v in httpx.get(server.url + "/v1/voices").json()["voices"]]
+    assert "." not in [v["name"] for v in server.http.get("/v1/voices").json()["voices"]]
 
 
 def test_small_mistakes_are_4xx_not_500(server):

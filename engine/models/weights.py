@@ -1,5 +1,6 @@
 """Loading safetensors checkpoints, seeded random weights, the default device and dtype."""
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,6 +22,21 @@ def load_checkpoint(module: torch.nn.Module, directory: Path, skip_prefixes: tup
     if missing or unexpected:
         raise ModelLoadError(f"weights in {directory} do not fit the model: missing {missing[:8]}, "
                              f"unexpected {unexpected[:8]}")
+
+
+@contextmanager
+def without_init():
+    """Modules built without their own random init, for weights that are all loaded or seeded after it: work thrown
+    away, seconds for a checkpoint's model on the CPU (torch.nn.init's functions do nothing meanwhile)."""
+    names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(torch.nn.init, n) for n in names}
+    for n in names:
+        setattr(torch.nn.init, n, lambda tensor, *args, **kwargs: tensor)
+    try:
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(torch.nn.init, n, fn)
 
 
 def default_device_dtype(device=None, dtype=None) -> tuple[torch.device, torch.dtype]:

@@ -23,7 +23,7 @@ from engine.models.qwen3_tts.talker import Talker
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
 from engine.models.qwen3_tts.voice_store import VoiceStore
 from engine.models.qwen3_tts.voices import VoiceCache
-from engine.models.weights import default_device_dtype, load_checkpoint, seed_weights
+from engine.models.weights import default_device_dtype, load_checkpoint, seed_weights, without_init
 
 
 class TTSModel(nn.Module):
@@ -85,7 +85,7 @@ class LoadedModel(TalkerStages, RequestLayout):
 
 
 def parameters(cfg: TTSConfig) -> int:
-    with torch.device("meta"):
+    with torch.device("meta"), without_init():
         return sum(p.numel() for module in (TTSModel(cfg), Codec(cfg.codec)) for p in module.parameters())
 
 
@@ -98,7 +98,7 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
         if dummy is not None:
             cfg = TTSConfig.from_dicts(*dummy_configs(dummy))
             check_weights_fit(parameters(cfg), device)
-            with torch.device(device):
+            with torch.device(device), without_init():
                 tts, codec = TTSModel(cfg), Codec(cfg.codec)
             seed_weights(tts, seed)
             seed_weights(codec, seed + 1)
@@ -107,7 +107,8 @@ def load_model(model: str | None = None, dummy: str | None = None, device=None, 
             path = resolve_model_dir(model)
             cfg = TTSConfig.load(path)
             check_weights_fit(parameters(cfg), torch.device("cpu"))         # built on the CPU, then moved
-            tts, codec = TTSModel(cfg), Codec(cfg.codec)
+            with without_init():
+                tts, codec = TTSModel(cfg), Codec(cfg.codec)
             load_checkpoint(tts, path)
             load_checkpoint(codec, path / "speech_tokenizer")
             name = str(model)
