@@ -19,12 +19,12 @@ def test_streamed_text_and_instruct_are_plain_text():
     engine = Engine.load(dummy="tiny", device="cpu", max_active=1)           # not started: the test drains its inbox
     model = engine.model
     handle = engine.submit(SynthesisRequest(text=HOSTILE[:9], instruct=HOSTILE, text_complete=False))
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     for i in range(9, len(HOSTILE), 2):
         engine.append_text(handle.id, HOSTILE[i:i + 2])
-        engine.thread._drain(0.0)
+        engine.thread.drain()
     engine.close_text(handle.id)
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     seq = engine.thread.seqs[handle.id]
     assert controls(model, seq.text.role_ids + seq.text.feed) == [151644]              # the role's <|im_start|> only
     assert model.tokenizer.decode(seq.text.role_ids + seq.text.feed) == ROLE + HOSTILE

@@ -183,11 +183,11 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
     a, b = (engine.sequence(i, engine.validator.prepare(request()), RequestHandle(i)) for i in (1, 2))
     engine.apply([a, b, AppendText(1, "One, "), AppendText(2, "Un, "), "unknown", AppendText(1, "two."),
                   CloseText(1), AppendText(1, " not spoken"), AppendText(2, "deux.")])
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     assert engine.thread.errors == 1                                   # the unknown command, logged
     decode = lambda seq: engine.model.tokenizer.decode(seq.text.role_ids + seq.text.feed)
     assert decode(a) == ROLE + "One, two." and a.text.closed
     assert decode(b) + "".join(b.text.unsettled) == ROLE + "Un, deux." and not b.text.closed   # its last word may change
     engine.inbox.put(Batch([CancelRequest(2), AppendText(2, " after cancel"), AddRequest(3, None)]))
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     assert engine.thread.errors == 2 and b.finish_reason == "cancelled" and list(engine.thread.seqs) == [1]

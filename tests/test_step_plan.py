@@ -38,7 +38,7 @@ def test_the_runner_writes_no_stream_state_and_the_step_shape_is_kept():
     handles = [engine.submit(SynthesisRequest(text=f"Stream {k} speaks.", max_frames=6, ignore_eos=True))
                for k in range(3)]
     for _ in range(100):
-        engine.thread._drain(0.0)
+        engine.thread.drain()
         if not engine.num_active:
             break
         engine.step.run()
@@ -52,7 +52,7 @@ def test_a_prompt_too_long_is_ended_by_the_update_not_by_a_callback_from_the_sca
     engine.scheduler.admission.kv_tokens = 1 << 20          # past admission's estimate: the scheduler must see it
     long, short = (engine.submit(SynthesisRequest(text=t, instruct=i)) for t, i in (("Hi", "x " * 100),
                                                                                      ("Short one.", None)))
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     plan = engine.scheduler.schedule(Plan(), 0.0)
     rejected = [s.id for s, _ in plan.rejected]
     assert rejected == [long.id] and engine.thread.seqs[long.id].status is Status.WAITING   # not ended mid-scan

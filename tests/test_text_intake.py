@@ -82,15 +82,15 @@ def test_engine_text_work_per_append_does_not_grow_with_the_text():
     sentence = "Streamed text, four characters at a time: tokens arrive as an LLM writes them. "
     text = (sentence * 70)[:5000]
     handle = engine.submit(SynthesisRequest(text="", text_complete=False))
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     work = []
     for i in range(0, len(text), 4):
         before = counting.chars
         engine.append_text(handle.id, text[i:i + 4])
-        engine.thread._drain(0.0)
+        engine.thread.drain()
         work.append(counting.chars - before)
     engine.close_text(handle.id)
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     seq = engine.thread.seqs[handle.id]
     assert seq.text.role_ids + seq.text.feed == TOKENIZER.encode_prompt(ROLE, text)
     first, last = sum(work[:100]) / 100, sum(work[-100:]) / 100
@@ -105,7 +105,7 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
     for piece in ["One, ", "two, ", "three. ", "Four"]:
         engine.append_text(streamed.id, piece)
     whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
-    engine.thread._drain(0.0)
+    engine.thread.drain()
     assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
     assert [engine.thread.seqs[h.id].text.num_text_ids > 0 for h in (streamed, whole)] == [True, True]
 

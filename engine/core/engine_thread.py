@@ -51,7 +51,7 @@ class EngineThread:
             busy = self.scheduler.has_work() or self.step.audio.in_flight
             if not busy:
                 self.side_work.idle()
-            self._drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
+            self.drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
             if self._stop:
                 break
             self._follow(self.side_work.close())
@@ -93,7 +93,9 @@ class EngineThread:
         if done is not None:
             torch.cuda.current_stream().wait_event(done)
 
-    def _drain(self, wait_s: float) -> None:
+    def drain(self, wait_s: float = 0.0) -> None:
+        """Applies what the inbox holds (waiting up to `wait_s` for the first), settles text, admits: the loop's own
+        step before each model step, and the seam that drives an engine not started."""
         try:
             cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
             while True:
