@@ -136,11 +136,16 @@ class Aligner:
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     def _input_ids(self, n_audio: int, units: list[str]) -> list[int]:
-        c, ts = self.cfg, self.cfg.timestamp_token
-        ids = [c.audio_start] + [c.audio_token] * n_audio + [c.audio_end]
-        for unit in units:
-            ids += self.unit_ids(unit) + [ts, ts]
-        return ids
+        return input_ids(self.cfg, self.unit_ids, n_audio, units)
+
+
+def input_ids(cfg: AlignerConfig, unit_ids, n_audio: int, units: list[str]) -> list[int]:
+    """The reference's sequence: the audio's placeholders, then each unit's tokens and two `<timestamp>`s."""
+    ts = cfg.timestamp_token
+    ids = [cfg.audio_start] + [cfg.audio_token] * n_audio + [cfg.audio_end]
+    for unit in units:
+        ids += unit_ids(unit) + [ts, ts]
+    return ids
 
 
 def resolve_aligner_dir(model: str) -> Path:

@@ -104,12 +104,21 @@ class AlignmentService:
         """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
         if not self.waiting and (self.stopping or not self._take(None)):
             return None
-        start, due = self.clock.monotonic(), self.waiting[0][0]
-        until = start if due == math.inf else min(due - self.gather_margin, start + self.gather)
+        until = self.gather_until(self.clock.monotonic())
         while len(self.waiting) <= self.max_batch and not self.stopping:
             if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - self.clock.monotonic()):
                 break
-        while self._take():                       # everything queued meanwhile competes by due time
+        return self.cut()
+
+    def gather_until(self, start: float) -> float:
+        """A batch whose first job is taken at `start` gathers until then, or `gather_margin` before a job is due."""
+        due = self.waiting[0][0]
+        return start if due == math.inf else min(due - self.gather_margin, start + self.gather)
+
+    def cut(self) -> list:
+        """The next batch from what waits: everything queued meanwhile competes by due time, the most urgent first,
+        up to `max_batch` jobs and the audio a batch may hold."""
+        while self._take():
             pass
         batch, samples, most = [], 0, self._batch_samples()
         while self.waiting and len(batch) < self.max_batch:
