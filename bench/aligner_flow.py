@@ -62,6 +62,7 @@ class Context:
     busy: bool = False
     timer: int = 0                 # the due timer that counts
     audio_done: bool = False
+    left_out: int = 0              # units spoken in a window that its job's text left out
     done: bool = False
     leads: list = field(default_factory=list)
 
@@ -184,6 +185,8 @@ class Flow:
         for item in batch:
             ctx, job = self.jobs.pop(id(item[2]))
             ctx.busy = False
+            end, ours = job.start + len(job.audio) / RATE, {u.start for u in job.units}
+            ctx.left_out += sum(c >= job.units[0].start and c not in ours and e <= end for c, (_, e) in ctx.truth.items())
             ctx.leads += [ctx.started + w.end - self.now for w in ctx.stream.apply(job, stand_in(job, ctx.truth))]
             self.poke(ctx)
         self.wake()

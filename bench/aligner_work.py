@@ -90,7 +90,8 @@ def level(texts: str, concurrency: int, duration: float, rtf: float, share: floa
     words = sum(len(ctx.truth) for ctx in flow.contexts)
     per = lambda k: c[k] / audio_s
     return dict(texts=texts, concurrency=concurrency, rtf=rtf, share=share, contexts=len(flow.contexts),
-                audio_s=audio_s, words=words, words_settled=len(leads), aligned_per_audio_s=per("aligned_s"),
+                audio_s=audio_s, words=words, words_settled=len(leads),
+                spoken_left_out=sum(ctx.left_out for ctx in flow.contexts), aligned_per_audio_s=per("aligned_s"),
                 jobs_per_audio_s=per("jobs"), forwards_per_audio_s=per("forwards"), slices_per_audio_s=per("slices"),
                 slots_per_audio_s=per("slots"), slot_fill=c["mel_frames"] / max(1, c["slots"] * CHUNK),
                 slots_used=c["slots_used"] / max(1, c["slots"]),
