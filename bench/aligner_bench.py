@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aligner import Aligner, AlignmentService, LiveWords  # noqa: E402
-from aligner.text import segment  # noqa: E402
+from bench.aligner_flow import even_speaker, stand_in  # noqa: E402
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.stage_bench import kernel_table  # noqa: E402
 from bench.workload import WORDS, workload  # noqa: E402
@@ -181,23 +181,6 @@ class InterpreterProbe:
         late, self.late = np.array(self.late or [0.0]) * 1000, []
         return dict(interpreter_wait_p50_ms=float(np.percentile(late, 50)),
                     interpreter_wait_p90_ms=float(np.percentile(late, 90)))
-
-
-def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
-    """True (start, end) per unit (keyed by its span start): the text said evenly over `seconds`, each unit
-    taking its characters' share and one more character's worth of pause after it."""
-    units = segment(text, "english")
-    per_char = seconds / sum(len(u.text) + 1 for u in units)
-    starts = np.cumsum([0] + [len(u.text) + 1 for u in units[:-1]]) * per_char
-    return {u.start: (float(a), float(a) + len(u.text) * per_char) for u, a in zip(units, starts)}
-
-
-def stand_in(job, truth) -> list[tuple[float, float]]:
-    """What an aligner answers for the window: spoken words at their times; the rest crammed at the window's end."""
-    dur = len(job.audio) / 24000
-    end = job.start + dur
-    return [(dur, dur) if truth[u.start][1] > end else (max(0.0, truth[u.start][0] - job.start),
-                                                         truth[u.start][1] - job.start) for u in job.units]
 
 
 class EvenSpeaker:

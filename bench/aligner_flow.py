@@ -186,7 +186,8 @@ class Flow:
             ctx, job = self.jobs.pop(id(item[2]))
             ctx.busy = False
             end, ours = job.start + len(job.audio) / RATE, {u.start for u in job.units}
-            ctx.left_out += sum(c >= job.units[0].start and c not in ours and e <= end for c, (_, e) in ctx.truth.items())
+            ctx.left_out += sum(c >= job.units[0].start and c not in ours and e <= end
+                                for c, (_, e) in ctx.truth.items())
             ctx.leads += [ctx.started + w.end - self.now for w in ctx.stream.apply(job, stand_in(job, ctx.truth))]
             self.poke(ctx)
         self.wake()

@@ -105,14 +105,17 @@ def level(texts: str, concurrency: int, duration: float, rtf: float, share: floa
 
 
 def line(r: dict) -> str:
-    return (f"{r['texts']:7s} c={r['concurrency']:4d} rtf {r['rtf']:.2f} | aligned {r['aligned_per_audio_s']:.3f}x, "
-            f"{r['jobs_per_audio_s']:.2f} jobs, {r['forwards_per_audio_s']:.3f} forwards, {r['slices_per_audio_s']:.2f} "
-            f"slices | encoder {r['slots_per_audio_s']:.2f} slots (fill {r['slot_fill']:.1%}, used "
-            f"{r['slots_used']:.1%}), {r['encoder_tokens_per_audio_s']:.1f} tokens ({r['encoder_token_fill']:.1%}) | "
-            f"text {r['text_tokens_per_audio_s']:.1f} tokens ({r['text_token_fill']:.1%}) | {r['gflop_per_audio_s']:.1f}"
-            f" GFLOP | est. H100 {r['est_h100_device_ms_per_audio_s']:.3f} ms | words lead p50 {r['lead_p50_s']:.2f} "
-            f"p1 {r['lead_p1_s']:.2f} min {r['lead_min_s']:.2f} s, late {r['late']:.2%} ({r['words_settled']}/"
-            f"{r['words']}) | per produced audio-s")
+    return " | ".join([
+        f"{r['texts']:7s} c={r['concurrency']:4d} rtf {r['rtf']:.2f}",
+        f"aligned {r['aligned_per_audio_s']:.3f}x, {r['jobs_per_audio_s']:.2f} jobs, "
+        f"{r['forwards_per_audio_s']:.3f} forwards, {r['slices_per_audio_s']:.2f} slices",
+        f"encoder {r['slots_per_audio_s']:.2f} slots (fill {r['slot_fill']:.1%}, used {r['slots_used']:.1%}), "
+        f"{r['encoder_tokens_per_audio_s']:.1f} tokens ({r['encoder_token_fill']:.1%})",
+        f"text {r['text_tokens_per_audio_s']:.1f} tokens ({r['text_token_fill']:.1%})",
+        f"{r['gflop_per_audio_s']:.1f} GFLOP", f"est. H100 {r['est_h100_device_ms_per_audio_s']:.3f} ms",
+        f"words lead p50 {r['lead_p50_s']:.2f} p1 {r['lead_p1_s']:.2f} min {r['lead_min_s']:.2f} s, late "
+        f"{r['late']:.2%} ({r['words_settled']}/{r['words']}, {r['spoken_left_out']} spoken left out)",
+        "per produced audio-s"])
 
 
 def main():
