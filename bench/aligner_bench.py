@@ -190,15 +190,25 @@ class EvenSpeaker:
 
     def __init__(self, service, text: str, seconds: float, latencies: list):
         self.service, self.truth, self.latencies = service, even_speaker(text, seconds), latencies
+        self.job = None
 
-    def submit(self, job, due=None) -> Future:
-        out, t0 = Future(), time.perf_counter()
+    def watch(self, stream) -> None:
+        """Keeps the job the stream made last: LiveWords submits its audio and units, the answer needs its start."""
+        make = stream.job
+
+        def job(played_s: float = 0.0):
+            self.job = make(played_s)
+            return self.job
+        stream.job = job
+
+    def submit(self, audio, units, due=None) -> Future:
+        job, out, t0 = self.job, Future(), time.perf_counter()
 
         def answer(done: Future) -> None:
             self.latencies.append(time.perf_counter() - t0)
             if not out.cancelled():
                 out.set_exception(done.exception()) if done.exception() else out.set_result(stand_in(job, self.truth))
-        self.service.submit(job, due).add_done_callback(answer)
+        self.service.submit(audio, units, due).add_done_callback(answer)
         return out
 
     def admit(self) -> Future:
@@ -218,6 +228,8 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early, l
     if service is not None:
         source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08, latencies)
         live = LiveWords(source, "english", timeout=60.0, on_words=settled)
+        if source is not service:
+            source.watch(live.stream)
         live.add_text(text)
         live.close_utterance()
     async for chunk in handle:
