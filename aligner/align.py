@@ -14,6 +14,7 @@ from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
 from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
 from .forward import Forward
+from .layout import largest_first
 from .model import AlignerModel
 from .text import Word, segment
 
@@ -101,7 +102,7 @@ class Aligner:
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, units) -> (start, end) s per unit: one forward, run in `turn`s of the device."""
-        todo = [i for i, (_, units) in enumerate(items) if units]
+        todo = largest_first([i for i, (_, units) in enumerate(items) if units], [len(a) for a, _ in items])
         out = [[] for _ in items]
         if not todo:
             return out

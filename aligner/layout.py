@@ -115,6 +115,11 @@ class Layout:
         return cls(*encoder, *text)
 
 
+def largest_first(jobs: list[int], samples: list[int]) -> list[int]:
+    """The order a batch is packed in: first fit of the longest audio first leaves fewer encoder slots empty."""
+    return sorted(jobs, key=lambda i: -samples[i])
+
+
 def plan(frames: list[int], width: int, ids: list[list[int]], audio_token: int,
          timestamp_token: int) -> list[tuple[int, int, Layout]]:
     """A batch's jobs in arrival order -> (first, end, layout) of each forward that runs on graphs."""

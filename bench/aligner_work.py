@@ -25,7 +25,7 @@ from aligner.audio_encoder import CHUNK, SLOTS, TOKENS, audio_tokens  # noqa: E4
 from aligner.config import PUBLISHED, AlignerConfig, published_config  # noqa: E402
 from aligner.features import mel_shape  # noqa: E402
 from aligner.forward import conv_gflop, gflop  # noqa: E402
-from aligner.layout import plan  # noqa: E402
+from aligner.layout import largest_first, plan  # noqa: E402
 from aligner.model import AlignerModel, cuts  # noqa: E402
 from bench.aligner_flow import PACES, RATE, Flow  # noqa: E402
 from bench.workload import WORDS  # noqa: E402
@@ -49,6 +49,7 @@ class Work:
         self.counts = Counter()
 
     def batch(self, items: list[tuple[np.ndarray, list[str]]]) -> Counter:
+        items = [items[i] for i in largest_first(list(range(len(items))), [len(a) for a, _ in items])]
         frames, width = mel_shape([len(audio) for audio, _ in items], RATE)
         ids = [input_ids(self.cfg, self.unit_ids, audio_tokens(f), units) for f, (_, units) in zip(frames, items)]
         c = Counter(forwards=1, jobs=len(items), aligned_s=sum(len(audio) for audio, _ in items) / RATE)
