@@ -33,13 +33,19 @@ PACES = {"en4x15": Pace("english", 4, (15, 15), 0.064), "en3x20": Pace("english"
          "zh": Pace("chinese", None, (20, 30), 0.22)}
 
 
-def even_speaker(text: str, seconds: float, language: str = "english") -> dict[int, tuple[float, float]]:
-    """True (start, end) per unit (keyed by its span start): the text said evenly over `seconds`, each unit
-    taking its characters' share and one more character's worth of pause after it."""
+def even_speaker(text: str, seconds: float, language: str = "english", swing: float = 0.0,
+                 seed: int = 0) -> dict[int, tuple[float, float]]:
+    """True (start, end) per unit (keyed by its span start): the text said over `seconds`, each unit taking its
+    characters' share and one more character's worth of pause after it; `swing`: the pace goes up and down by this
+    share over ~12 units (evenly at 0)."""
     units = segment(text, language)
-    per_char = seconds / max(1, sum(len(u.text) + 1 for u in units))
-    starts = np.cumsum([0] + [len(u.text) + 1 for u in units[:-1]]) * per_char
-    return {u.start: (float(a), float(a) + len(u.text) * per_char) for u, a in zip(units, starts)}
+    phase = random.Random(seed).uniform(0, 2 * math.pi)
+    shares = np.array([(len(u.text) + 1) * (1 + swing * math.sin(phase + 2 * math.pi * i / 12))
+                       for i, u in enumerate(units)])
+    per_share = seconds / max(1e-9, shares.sum())
+    starts = np.cumsum(np.concatenate([[0.0], shares[:-1]])) * per_share
+    return {u.start: (float(a), float(a) + w * per_share * len(u.text) / (len(u.text) + 1))
+            for u, a, w in zip(units, starts, shares)}
 
 
 def stand_in(job, truth, rate: int = RATE) -> list[tuple[float, float]]:
@@ -70,9 +76,9 @@ class Context:
 class Flow:
     def __init__(self, pace: Pace, concurrency: int, duration: float, forward_s, rtf: float = 0.75,
                  ramp: float = 6.0, ttfa: float = 0.15, seed: int = 0, stream_options: dict | None = None,
-                 **service_options):
+                 swing: float = 0.0, **service_options):
         self.pace, self.concurrency, self.duration, self.forward_s = pace, concurrency, duration, forward_s
-        self.rtf, self.ramp, self.ttfa, self.options = rtf, ramp, ttfa, stream_options or {}
+        self.rtf, self.ramp, self.ttfa, self.options, self.swing = rtf, ramp, ttfa, stream_options or {}, swing
         self.now, self.events, self.order = 0.0, [], itertools.count()
         self.rng = random.Random(seed)
         self.texts = itertools.cycle(texts(512, seed) if pace.language == "english" else
@@ -100,7 +106,7 @@ class Flow:
         text = next(self.texts)
         frames = max(1, round(len(text) * self.pace.char_s * RATE / FRAME))
         ctx = Context(text, self.pace, self.now, WordStream(self.pace.language, **self.options), frames,
-                      even_speaker(text, frames * FRAME / RATE, self.pace.language))
+                      even_speaker(text, frames * FRAME / RATE, self.pace.language, self.swing, len(self.contexts)))
         self.contexts.append(ctx)
         t, arrived, lo_hi = self.now, [], self.pace.ms
         cuts = [text[i:i + self.pace.chars] for i in range(0, len(text), self.pace.chars)] if self.pace.chars \

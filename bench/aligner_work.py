@@ -82,10 +82,11 @@ def device_ms(c: Counter) -> float:
 
 
 def level(texts: str, concurrency: int, duration: float, rtf: float, share: float, seed: int = 0,
-          stream_options: dict | None = None) -> dict:
+          stream_options: dict | None = None, swing: float = 0.0) -> dict:
     work = Work()
     forward_s = lambda items: max(TURNS * 0.08 * rtf, device_ms(work.batch(items)) / 1000 / share)
-    flow = Flow(PACES[texts], concurrency, duration, forward_s, rtf=rtf, seed=seed, stream_options=stream_options).run()
+    flow = Flow(PACES[texts], concurrency, duration, forward_s, rtf=rtf, seed=seed, stream_options=stream_options,
+                swing=swing).run()
     c, audio_s = work.counts, sum(ctx.frames for ctx in flow.contexts) * 1920 / RATE
     leads = np.array([lead for ctx in flow.contexts for lead in ctx.leads])
     words = sum(len(ctx.truth) for ctx in flow.contexts)
@@ -124,12 +125,13 @@ def main():
     p.add_argument("--texts", nargs="+", default=["en4x15", "en3x20", "zh"], choices=sorted(PACES))
     p.add_argument("--levels", type=int, nargs="+", default=[c for c, _, _ in LEVELS], help="contexts: 256 512 1024")
     p.add_argument("--duration", type=float, default=20.0, help="contexts start in this window (s)")
+    p.add_argument("--swing", type=float, default=0.0, help="the speaker's pace goes up and down by this share")
     p.add_argument("--json")
     args = p.parse_args()
     rows = []
     for texts in args.texts:
         for c, rtf, share in (x for x in LEVELS if x[0] in args.levels):
-            rows.append(level(texts, c, args.duration, rtf, share))
+            rows.append(level(texts, c, args.duration, rtf, share, swing=args.swing))
             print(line(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(unit_costs_ms=unit_costs(), levels=rows), indent=1))

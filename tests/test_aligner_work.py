@@ -37,3 +37,11 @@ def test_every_word_settles_once_and_the_work_stays_bounded(english, texts):
     assert 1.0 <= r["aligned_per_audio_s"] < 1.2
     assert r["slot_fill"] > 0.3 and r["text_token_fill"] > 0.3
     assert r["est_h100_device_ms_per_audio_s"] < 0.5
+
+
+@pytest.mark.parametrize("texts", ["en4x15", "zh"])
+def test_a_window_text_holds_every_unit_spoken_in_it_when_the_pace_swings(texts):
+    """A speaker 40% faster and slower by turns: the text bound by the context's pace still leaves no unit spoken in
+    a window out of its job."""
+    r = level(texts, 32, 8.0, rtf=0.42, share=0.5, swing=0.4)          # (at 1.3x the pace, not 1.5x: 2 left out)
+    assert r["spoken_left_out"] == 0 and r["words_settled"] == r["words"]
