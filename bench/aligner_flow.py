@@ -44,7 +44,7 @@ def even_speaker(text: str, seconds: float, language: str = "english", swing: fl
                        for i, u in enumerate(units)])
     per_share = seconds / max(1e-9, shares.sum())
     starts = np.cumsum(np.concatenate([[0.0], shares[:-1]])) * per_share
-    return {u.start: (float(a), float(a) + w * per_share * len(u.text) / (len(u.text) + 1))
+    return {u.start: (float(a), float(a + w * per_share * len(u.text) / (len(u.text) + 1)))
             for u, a, w in zip(units, starts, shares)}
 
 
