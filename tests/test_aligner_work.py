@@ -1,6 +1,8 @@
 """The aligner's work per produced audio-second under the gateway's job flow (bench/aligner_work.py), counted on the
 CPU: the counts are those of the rows a forward runs, the same on every run, every word settles once and in order,
 and the work stays within what the job flow was brought to."""
+import json
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,7 @@ def english():
 
 def test_the_count_is_deterministic(english):
     assert level("en4x15", 32, 6.0, rtf=0.42, share=0.5) == english
+    assert json.loads(json.dumps(english)) == english              # as --json writes it
 
 
 @pytest.mark.parametrize("texts", ["en4x15", "zh"])
