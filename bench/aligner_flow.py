@@ -1,7 +1,7 @@
 """The gateway's word-timestamp job flow on a simulated clock, deterministically: closed-loop contexts stream text as
-load_bench sends it, the engine's chunks come at `rtf` x real time, each context's WordStream makes jobs as
-LiveWords does (paced by a real-time player from the first chunk), and the real AlignmentService gathers and cuts
-the batches; a batch takes `forward_s(items)`, its answers are a speaker's who says the text evenly."""
+load_bench sends it, the engine's chunks come at `rtf` x real time, each context's WordStream makes jobs as LiveWords
+does (paced by a real-time player from its first chunk), the real AlignmentService gathers and cuts the batches; a
+batch takes `forward_s(items)`, and a speaker's times who says the text evenly answer it."""
 import heapq
 import itertools
 import math
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from aligner import AlignmentService, WordStream
+from aligner.speaker_times import CHAR_S, CJK_S
 from aligner.text import segment
 from bench.languages import pieces, sentences
 from bench.workload import texts
@@ -29,8 +30,8 @@ class Pace:
     char_s: float                  # seconds of speech a character
 
 
-PACES = {"en4x15": Pace("english", 4, (15, 15), 0.064), "en3x20": Pace("english", 3, (20, 20), 0.064),
-         "zh": Pace("chinese", None, (20, 30), 0.22)}
+PACES = {"en4x15": Pace("english", 4, (15, 15), CHAR_S), "en3x20": Pace("english", 3, (20, 20), CHAR_S),
+         "zh": Pace("chinese", None, (20, 30), CJK_S)}
 
 
 def even_speaker(text: str, seconds: float, language: str = "english", swing: float = 0.0,
@@ -124,8 +125,7 @@ class Flow:
 
     def schedule_chunks(self, ctx: Context, ready: list[float]) -> None:
         """A chunk goes when it has its frames, or at once when the listener would have less than MARGIN_S."""
-        unsent = sent = chunks = 0
-        first = None
+        unsent, sent, chunks, first = 0, 0, 0, None
         for k, t in enumerate(ready):
             unsent += 1
             last = k == len(ready) - 1
