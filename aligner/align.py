@@ -14,6 +14,7 @@ from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
 from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
 from .forward import Forward
+from .layout import largest_first
 from .model import AlignerModel
 from .text import Word, segment
 
@@ -101,7 +102,7 @@ class Aligner:
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, units) -> (start, end) s per unit: one forward, run in `turn`s of the device."""
-        todo = [i for i, (_, units) in enumerate(items) if units]
+        todo = largest_first([i for i, (_, units) in enumerate(items) if units], [len(a) for a, _ in items])
         out = [[] for _ in items]
         if not todo:
             return out
@@ -136,11 +137,16 @@ class Aligner:
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     def _input_ids(self, n_audio: int, units: list[str]) -> list[int]:
-        c, ts = self.cfg, self.cfg.timestamp_token
-        ids = [c.audio_start] + [c.audio_token] * n_audio + [c.audio_end]
-        for unit in units:
-            ids += self.unit_ids(unit) + [ts, ts]
-        return ids
+        return input_ids(self.cfg, self.unit_ids, n_audio, units)
+
+
+def input_ids(cfg: AlignerConfig, unit_ids, n_audio: int, units: list[str]) -> list[int]:
+    """The reference's sequence: the audio's placeholders, then each unit's tokens and two `<timestamp>`s."""
+    ts = cfg.timestamp_token
+    ids = [cfg.audio_start] + [cfg.audio_token] * n_audio + [cfg.audio_end]
+    for unit in units:
+        ids += unit_ids(unit) + [ts, ts]
+    return ids
 
 
 def resolve_aligner_dir(model: str) -> Path:

@@ -22,7 +22,7 @@ TURNS = 2.5               # a batch's forward spans about this many planned turn
 
 
 class AlignmentUnavailable(RuntimeError):
-    pass
+    """A context's words stop, with the reason."""
 
 
 class AlignmentService:
@@ -106,12 +106,20 @@ class AlignmentService:
         """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
         if not self.waiting and (self.stopping or not self._take(None)):
             return None
-        start, due = self.clock.monotonic(), self.waiting[0][0]
-        until = start if due == math.inf else min(due - self.gather_margin, start + self.gather)
+        until = self.gather_until(self.clock.monotonic())
         while len(self.waiting) <= self.max_batch and not self.stopping:
             if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - self.clock.monotonic()):
                 break
-        while self._take():                       # everything queued meanwhile competes by due time
+        return self.cut()
+
+    def gather_until(self, start: float) -> float:
+        """A batch whose first job is taken at `start` gathers until then, or `gather_margin` before a job is due."""
+        due = self.waiting[0][0] - self.gather_margin
+        return start if due == math.inf else min(due, start + self.gather)
+
+    def cut(self) -> list:
+        """The next batch: all queued compete by due time, the most urgent first, within max_batch and the audio."""
+        while self._take():
             pass
         batch, samples, most = [], 0, self._batch_samples()
         while self.waiting and len(batch) < self.max_batch:
@@ -163,7 +171,7 @@ class AlignmentService:
             costs, asked = [self.fixed_s + self.per_gflop_s * w for w in weights], time.monotonic()
             with self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
-                count = fitting(costs, t.budget_s)
+                count = max(1, sum(total <= t.budget_s for total in itertools.accumulate(costs)))   # at least one
                 taken.append((t, sum(weights[:count]), count))
                 yield count, t
         t0 = time.perf_counter()
@@ -188,10 +196,3 @@ class AlignmentService:
                           default=-math.inf)
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
-
-
-def fitting(costs: list[float], budget: float) -> int:
-    n, total = 1, costs[0]
-    while n < len(costs) and total + costs[n] <= budget:
-        total, n = total + costs[n], n + 1
-    return n

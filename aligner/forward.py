@@ -51,9 +51,7 @@ def gflop(model, lay, stage: int) -> float:
         per_layer = 2 * n * (4 * a.d_model ** 2 + 2 * a.d_model * a.ffn_dim) + 4 * n * TOKENS * a.d_model
         flops = per_layer * (layers.stop - layers.start)
         if stage == 0:
-            c, (m1, m2, m3), (t1, t2, t3) = a.downsample_hidden, halvings(a.num_mel_bins), halvings(CHUNK)
-            convs = 2 * 9 * c * (m1 * t1 + c * (m2 * t2 + m3 * t3)) + 2 * t3 * c * m3 * a.d_model
-            flops += len(lay.windows) * SLOTS * convs
+            flops += len(lay.windows) * SLOTS * conv_gflop(a) * 1e9
         if stage == encoder - 1:
             flops += 2 * n * (a.d_model ** 2 + a.d_model * a.output_dim)
         return flops / 1e9
@@ -65,6 +63,12 @@ def gflop(model, lay, stage: int) -> float:
     if stage == encoder + len(model.text) - 1:
         flops += 2 * n * t.hidden_size * model.cfg.classes
     return flops / 1e9
+
+
+def conv_gflop(a) -> float:
+    """The encoder's conv front end on one chunk slot (a full second, whatever the slot holds)."""
+    c, (m1, m2, m3), (t1, t2, t3) = a.downsample_hidden, halvings(a.num_mel_bins), halvings(CHUNK)
+    return (2 * 9 * c * (m1 * t1 + c * (m2 * t2 + m3 * t3)) + 2 * t3 * c * m3 * a.d_model) / 1e9
 
 
 def halvings(n: int) -> list[int]:

@@ -115,6 +115,24 @@ class Layout:
         return cls(*encoder, *text)
 
 
+def largest_first(jobs: list[int], samples: list[int]) -> list[int]:
+    """The order a batch is packed in: first fit of the longest audio first leaves fewer encoder slots empty."""
+    return sorted(jobs, key=lambda i: -samples[i])
+
+
+def plan(frames: list[int], width: int, ids: list[list[int]], audio_token: int,
+         timestamp_token: int) -> list[tuple[int, int, Layout]]:
+    """A batch's jobs in arrival order -> (first, end, layout) of each forward that runs on graphs."""
+    out, start, fit = [], 0, Fit()
+    for i, (f, x) in enumerate(zip(frames, ids)):
+        if not fit.add(f, len(x)) and i > start:
+            out.append((start, i, fit))
+            start, fit = i, Fit()
+            fit.add(f, len(x))
+    return [(a, b, Layout.build(fit, frames[a:b], width, ids[a:b], audio_token, timestamp_token))
+            for a, b, fit in out + [(start, len(ids), fit)]]
+
+
 def encoder_rows(frames: list[int], stride: int, rows: Rows):
     chunks = [[min(CHUNK, f - s) for s in range(0, f, CHUNK)] for f in frames]
     windows = [(i, c) for i, cs in enumerate(chunks) for c in range(0, len(cs), SLOTS)]

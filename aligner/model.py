@@ -14,7 +14,7 @@ from .config import AlignerConfig
 from .forward import Forward
 from .graphs import ShapeGraphs
 from . import layout
-from .layout import Fit, Layout, captured
+from .layout import Layout, captured
 from .packed import PackedKV
 
 
@@ -100,14 +100,7 @@ class AlignerModel(nn.Module):
         return forward.read()
 
     def plan(self, frames: list[int], width: int, ids: list[list[int]]) -> list[tuple[int, int, Layout]]:
-        out, start, fit = [], 0, Fit()
-        for i, (f, x) in enumerate(zip(frames, ids)):
-            if not fit.add(f, len(x)) and i > start:
-                out.append((start, i, fit))
-                start, fit = i, Fit()
-                fit.add(f, len(x))
-        return [(a, b, Layout.build(fit, frames[a:b], width, ids[a:b], self.cfg.audio_token, self.cfg.timestamp_token))
-                for a, b, fit in out + [(start, len(ids), fit)]]
+        return layout.plan(frames, width, ids, self.cfg.audio_token, self.cfg.timestamp_token)
 
     def inputs(self, lay: Layout, mel: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         device, dtype = self.thinker.lm_head.weight.device, self.thinker.lm_head.weight.dtype

@@ -15,6 +15,7 @@ GUARD = 0.16        # provisional words end this long before their audio
 UNITS_PER_S, CHARS_PER_S = 10, 30   # faster than anyone speaks
 PACE = 1.5          # bounds a window's text once the context's own pace is known
 PACE_SPAN = 2.0
+MAX_GAP = 0.25      # a longer pause does not slow the pace a window's text is bounded by
 
 
 @dataclass
@@ -56,7 +57,7 @@ class _Utterance:
 
 
 class WordStream:
-    def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 6.0,
+    def __init__(self, language: str = "auto", margin: float = 0.32, lookahead: float = 1.0, batch: float = 8.0,
                  step: float = 0.24, min_audio: float = 0.9, opening_audio: float = 0.5, opening: float = 2.0,
                  rate: int = RATE):
         """Windows starting in an utterance's first `opening` s (its words are played soonest) need `opening_audio`."""
@@ -150,10 +151,12 @@ class WordStream:
         return settled
 
     def pace(self) -> float | None:
-        """Voiced characters per second over the last settled words, or None."""
+        """Characters per second of audio over the last settled words (a word and what follows it, from its start to
+        the next word's, a pause counted up to MAX_GAP), or None."""
         words = self.words[-32:]
-        voiced = sum(w.end - w.start for w in words)
-        return sum(w.char_end - w.char_start + 1 for w in words) / voiced if voiced >= PACE_SPAN else None
+        pairs = list(zip(words, words[1:]))
+        seconds = sum(min(b.start - a.start, a.end - a.start + MAX_GAP) for a, b in pairs)
+        return sum(b.char_start - a.char_start for a, b in pairs) / seconds if seconds >= PACE_SPAN else None
 
     def known_words(self) -> list[Word]:
         return self.words + self.provisional

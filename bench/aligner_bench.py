@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aligner import Aligner, AlignmentService, LiveWords  # noqa: E402
-from aligner.text import segment  # noqa: E402
+from bench.aligner_flow import even_speaker, stand_in  # noqa: E402
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.stage_bench import kernel_table  # noqa: E402
 from bench.workload import WORDS, workload  # noqa: E402
@@ -183,23 +183,6 @@ class InterpreterProbe:
                     interpreter_wait_p90_ms=float(np.percentile(late, 90)))
 
 
-def even_speaker(text: str, seconds: float) -> dict[int, tuple[float, float]]:
-    """True (start, end) per unit (keyed by its span start): the text said evenly over `seconds`, each unit
-    taking its characters' share and one more character's worth of pause after it."""
-    units = segment(text, "english")
-    per_char = seconds / sum(len(u.text) + 1 for u in units)
-    starts = np.cumsum([0] + [len(u.text) + 1 for u in units[:-1]]) * per_char
-    return {u.start: (float(a), float(a) + len(u.text) * per_char) for u, a in zip(units, starts)}
-
-
-def stand_in(job, truth) -> list[tuple[float, float]]:
-    """What an aligner answers for the window: spoken words at their times; the rest crammed at the window's end."""
-    dur = len(job.audio) / 24000
-    end = job.start + dur
-    return [(dur, dur) if truth[u.start][1] > end else (max(0.0, truth[u.start][0] - job.start),
-                                                         truth[u.start][1] - job.start) for u in job.units]
-
-
 class EvenSpeaker:
     """The alignment service for one stream, answering every job (once the model has run it) with the times of a
     speaker who says the text evenly over the stream's forced length; `latencies`: each job's seconds from its
@@ -207,15 +190,25 @@ class EvenSpeaker:
 
     def __init__(self, service, text: str, seconds: float, latencies: list):
         self.service, self.truth, self.latencies = service, even_speaker(text, seconds), latencies
+        self.job = None
 
-    def submit(self, job, due=None) -> Future:
-        out, t0 = Future(), time.perf_counter()
+    def watch(self, stream) -> None:
+        """Keeps the job the stream made last: LiveWords submits its audio and units, the answer needs its start."""
+        make = stream.job
+
+        def job(played_s: float = 0.0):
+            self.job = make(played_s)
+            return self.job
+        stream.job = job
+
+    def submit(self, audio, units, due=None) -> Future:
+        job, out, t0 = self.job, Future(), time.perf_counter()
 
         def answer(done: Future) -> None:
             self.latencies.append(time.perf_counter() - t0)
             if not out.cancelled():
                 out.set_exception(done.exception()) if done.exception() else out.set_result(stand_in(job, self.truth))
-        self.service.submit(job, due).add_done_callback(answer)
+        self.service.submit(audio, units, due).add_done_callback(answer)
         return out
 
     def admit(self) -> Future:
@@ -235,6 +228,8 @@ async def one_stream(engine, service, text, frames, seed, times, leads, early, l
     if service is not None:
         source = service if times == "model" else EvenSpeaker(service, text, frames * 0.08, latencies)
         live = LiveWords(source, "english", timeout=60.0, on_words=settled)
+        if source is not service:
+            source.watch(live.stream)
         live.add_text(text)
         live.close_utterance()
     async for chunk in handle:

@@ -32,3 +32,25 @@ def test_the_auto_dummy_aligner_on_a_cpu_is_tiny_and_aligns():
     finally:
         service.close()
         engine.shutdown()
+
+
+def test_a_dummy_aligner_can_answer_as_a_speaker_while_its_forward_runs():
+    """`--dummy-aligner-times speaker`: words as said at an even pace from each window's start (the units past its
+    audio at its end), so words settle as speech's would; the random model's forward still runs for its cost."""
+    from aligner.speaker_times import CHAR_S, CJK_S, said
+
+    assert serve_args("--dummy", "tiny", "--dummy-aligner", "--dummy-aligner-times", "speaker").dummy_aligner_times \
+        == "speaker" and serve_args("--dummy", "tiny").dummy_aligner_times == "model"
+    assert said(["ab", "c", "你", "好", "later"], 0.7) == [
+        (0.0, round(2 * CHAR_S, 3)), (round(3 * CHAR_S, 3), round(4 * CHAR_S, 3)),
+        (round(5 * CHAR_S, 3), round(5 * CHAR_S + CJK_S, 3)), (round(5 * CHAR_S + CJK_S, 3), 0.7), (0.7, 0.7)]
+    engine, service = EngineSpec(dummy="tiny", device="cpu", max_active=2, dummy_aligner="tiny",
+                                 dummy_aligner_times="speaker").build()
+    try:
+        turns = service.stats["batches"]
+        units = ["a", "trial", "on", "a", "laptop"]
+        assert service.submit(np.zeros(6 * 24000, np.float32), units).result(120) == said(units, 6.0)
+        assert service.stats["batches"] == turns + 1 and service.aligner.name == "dummy:tiny"
+    finally:
+        service.close()
+        engine.shutdown()

@@ -221,15 +221,16 @@ def test_a_window_holds_the_text_its_audio_can_reach():
 
 
 def test_a_known_pace_bounds_the_window_text():
-    """Once 2 s of settled words give the context's pace, a window's text ends at 1.5x that pace: every word
-    spoken in the window is in it, far fewer unspoken ones than under the fixed bound."""
+    """Once 2 s of settled words give the context's pace (characters per second of its audio, pauses up to 0.25 s
+    counted), a window's text ends at 1.5x that pace: every word spoken in the window is in it, far fewer unspoken
+    ones than under the fixed bound."""
     text = " ".join(f"w{i}" for i in range(100))
     stream, truth = WordStream("english"), timeline(text)
     stream.add_text(text)
     assert stream.pace() is None
     stream.add_audio(np.zeros(4 * 24000, np.float32))
     stream.apply(job := stream.job(), oracle(job, truth))
-    assert len(stream.words) >= 7 and stream.pace() == pytest.approx(3 / 0.3)    # "wN " per 0.3 s
+    assert len(stream.words) >= 7 and stream.pace() == pytest.approx(3 / 0.4)    # "wN " per 0.3 s and its gap
     stream.add_audio(np.zeros(4 * 24000, np.float32))
     job = stream.job(played_s=10.0)
     end = job.start + len(job.audio) / 24000

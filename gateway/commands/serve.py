@@ -49,6 +49,9 @@ def add_parser(sub):
     words.add_argument("--dummy-aligner", nargs="?", const="auto", choices=("auto", "published", "tiny"),
                        help="random aligner weights: the published config or tiny; auto (the default): published on "
                             "a GPU, tiny on a CPU (where the published one takes longer than --aligner-timeout)")
+    p.add_argument("--dummy-aligner-times", choices=("model", "speaker"), default="model",
+                   help="a dummy aligner's word times: its random model's (every word at its window's end), or a "
+                        "speaker's at an even pace (the forward still runs): speech's job flow, for benchmarks")
     p.add_argument("--aligner-timeout", type=float,
                    help="seconds an alignment may take before the context's word timestamps are given up (default: "
                         "5 on a GPU, 60 on a CPU, where a published-size aligner takes ~17 s a job on two cores)")
@@ -87,6 +90,7 @@ def run(args, argv: list[str]) -> int:
                       max_active=args.max_active, kv_tokens_per_stream=args.kv_tokens_per_stream,
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
                       max_queue_ms=args.max_queue_ms, aligner=args.aligner, dummy_aligner=args.dummy_aligner,
+                      dummy_aligner_times=args.dummy_aligner_times,
                       voices_dir=args.voices_dir or None, max_voices=args.max_voices)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)

@@ -21,6 +21,7 @@ class EngineSpec:
     max_queue_ms: float = 500.0                   # the longest a new stream waits for room before `busy`
     aligner: str | None = None
     dummy_aligner: str | None = None              # "auto": published on CUDA, tiny on the CPU
+    dummy_aligner_times: str = "model"            # "speaker": a speaker's at an even pace (aligner/speaker_times.py)
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
     max_voices: int = 64                          # registered voices kept, in memory and on disk alike
 
@@ -36,6 +37,9 @@ class EngineSpec:
         if self.aligner or self.dummy_aligner:
             dummy = ("published" if cuda else "tiny") if self.dummy_aligner == "auto" else self.dummy_aligner
             aligner = Aligner.load(model=self.aligner, dummy=dummy, device=device, dtype=dtype)
+            if dummy and self.dummy_aligner_times == "speaker":
+                from aligner.speaker_times import SpeakerTimes
+                aligner = SpeakerTimes(aligner)
             log.info("forced aligner %s loaded in %.1fs", aligner.name, time.perf_counter() - t0)
         max_active = self.max_active or (1024 if cuda else 32)
         step_ms = self.max_step_ms if self.max_step_ms is not None else 64.0 if cuda else None
