@@ -1,0 +1,94 @@
+"""The audio encoder's conv front end: log-mel chunks [n, mel, 100] -> [n, 13, d] (three 3x3 stride-2 convs with GELU,
+the frames past a chunk's end zeroed after the first two, a linear over each time step's channels x mel bins).
+
+Three ways to run it, one chosen per model at load (`Aligner.load(front_end=...)`, default `DEFAULT`):
+- cudnn: the checkpoint's layout, NCHW convs over [n, 1, mel, time] (the official order of operations);
+- channels_last: cuDNN's NHWC convs over the chunks transposed to [n, 1, time, mel] (each kernel transposed with them),
+  so the last conv's [n, 13, mel/8, C] output is the linear's input without a copy (its weight reordered mel-major);
+- gemm: the same layout, each conv one matmul over its im2col (the 9 shifted stride-2 views side by side); the first
+  conv's masked rows and the zero border the next conv reads come out of its matmul as exact zeros (a bias column that
+  is 0 there), and each GELU is applied while the next im2col is gathered."""
+import torch
+import torch.nn.functional as F
+
+FRONT_ENDS = ("cudnn", "channels_last", "gemm")
+DEFAULT = "cudnn"
+
+
+def conv_out_len(n: int) -> int:
+    return (n - 1) // 2 + 1
+
+
+def valid(frames: torch.Tensor, length: int, dtype: torch.dtype) -> torch.Tensor:
+    """[n, length]: 1 where a step is within its chunk's frames."""
+    return (torch.arange(length, device=frames.device) < frames[:, None]).to(dtype)
+
+
+def pack(encoder, front_end: str) -> tuple:
+    """The weights `front_end` reads, laid out from the encoder's own."""
+    if front_end not in FRONT_ENDS:
+        raise ValueError(f"aligner front end must be one of {FRONT_ENDS}, not {front_end!r}")
+    if front_end == "cudnn":
+        return ()
+    convs = (encoder.conv2d1, encoder.conv2d2, encoder.conv2d3)
+    d, k = encoder.conv_out.weight.shape
+    c = convs[-1].out_channels
+    conv_out = encoder.conv_out.weight.detach().view(d, c, k // c).transpose(1, 2).reshape(d, k)
+    if front_end == "channels_last":
+        return conv_out, [conv.weight.detach().transpose(2, 3).contiguous(memory_format=torch.channels_last)
+                          for conv in convs]
+    taps = [conv.weight.detach().permute(0, 3, 2, 1).flatten(1) for conv in convs]     # [C_out, (time, mel, C_in)]
+    first = torch.cat([taps[0], convs[0].bias.detach()[:, None]], 1)
+    first = F.pad(first, (0, -first.shape[1] % 8))              # rows of 16-byte multiples: cuBLAS's tensor-core GEMMs
+    return conv_out, [first, *taps[1:]]
+
+
+def cudnn(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    x = chunks[:, None]
+    for conv in (encoder.conv2d1, encoder.conv2d2):
+        x = F.gelu(conv(x))
+        frames = (frames + 1) // 2
+        x = x * valid(frames, x.shape[-1], x.dtype)[:, None, None]
+    x = F.gelu(encoder.conv2d3(x))
+    return encoder.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + encoder.positions.to(x.dtype)
+
+
+def channels_last(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    conv_out, weights = encoder.front_weights
+    x = chunks.transpose(1, 2)[:, None].contiguous(memory_format=torch.channels_last)
+    for i, (conv, weight) in enumerate(zip((encoder.conv2d1, encoder.conv2d2, encoder.conv2d3), weights)):
+        x = F.gelu(F.conv2d(x, weight, conv.bias, 2, 1))
+        if i < 2:
+            frames = (frames + 1) // 2
+            x = x * valid(frames, x.shape[2], x.dtype)[:, None, :, None]
+    return F.linear(x.permute(0, 2, 3, 1).flatten(2), conv_out) + encoder.positions.to(x.dtype)
+
+
+def gemm(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+    conv_out, (w1, w2, w3) = encoder.front_weights
+    x = F.pad(chunks.transpose(1, 2), (1, 1, 1, 1))
+    frames = (frames + 1) // 2
+    taps = x.unfold(1, 3, 2).unfold(2, 3, 2).flatten(3)                                  # [n, t1, m1, 9]
+    cols = torch.cat([taps, torch.ones_like(taps[..., :1])], -1) * valid(frames, taps.shape[1], x.dtype)[..., None, None]
+    y = F.linear(padded(cols, w1.shape[1] - cols.shape[-1]), w1)
+    frames = (frames + 1) // 2
+    y = F.linear(gelu_im2col(y), w2, encoder.conv2d2.bias)
+    y = F.linear(gelu_im2col(padded(y * valid(frames, y.shape[1], y.dtype)[..., None, None])), w3, encoder.conv2d3.bias)
+    return F.linear(F.gelu(y).flatten(2), conv_out) + encoder.positions.to(y.dtype)
+
+
+def padded(y: torch.Tensor, extra_columns: int = 0) -> torch.Tensor:
+    """[n, t, m, c] with the zero border a 3x3 stride-2 conv reads: a step before, and one after an even length."""
+    t, m = y.shape[1:3]
+    return F.pad(y, (0, extra_columns, 1, 2 * conv_out_len(m) - m, 1, 2 * conv_out_len(t) - t))
+
+
+def gelu_im2col(y: torch.Tensor) -> torch.Tensor:
+    """GELU of a padded [n, 2t + 1, 2m + 1, c] gathered as [n, t, m, 9c] (taps time-major): one pass."""
+    view = y.unfold(1, 3, 2).unfold(2, 3, 2).permute(0, 1, 2, 4, 5, 3)
+    cols = torch.empty(view.shape, dtype=y.dtype, device=y.device)
+    torch.ops.aten.gelu.out(view, out=cols)     # F.gelu would order its output by the overlapping view's strides
+    return cols.flatten(3)
+
+
+RUN = dict(cudnn=cudnn, channels_last=channels_last, gemm=gemm)
