@@ -24,6 +24,12 @@ def valid(frames: torch.Tensor, length: int, dtype: torch.dtype) -> torch.Tensor
     return (torch.arange(length, device=frames.device) < frames[:, None]).to(dtype)
 
 
+def nhwc(x: torch.Tensor) -> torch.Tensor:
+    """Channels-last strides even for one channel, where `contiguous(memory_format=...)` keeps NCHW's and so does
+    the conv's output."""
+    return x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+
+
 def pack(encoder, front_end: str) -> tuple:
     """The weights `front_end` reads, laid out from the encoder's own."""
     if front_end not in FRONT_ENDS:
@@ -35,8 +41,7 @@ def pack(encoder, front_end: str) -> tuple:
     c = convs[-1].out_channels
     conv_out = encoder.conv_out.weight.detach().view(d, c, k // c).transpose(1, 2).reshape(d, k)
     if front_end == "channels_last":
-        return conv_out, [conv.weight.detach().transpose(2, 3).contiguous(memory_format=torch.channels_last)
-                          for conv in convs]
+        return conv_out, [nhwc(conv.weight.detach().transpose(2, 3)) for conv in convs]
     taps = [conv.weight.detach().permute(0, 3, 2, 1).flatten(1) for conv in convs]     # [C_out, (time, mel, C_in)]
     first = torch.cat([taps[0], convs[0].bias.detach()[:, None]], 1)
     first = F.pad(first, (0, -first.shape[1] % 8))              # rows of 16-byte multiples: cuBLAS's tensor-core GEMMs
@@ -55,7 +60,7 @@ def cudnn(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
 
 def channels_last(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
     conv_out, weights = encoder.front_weights
-    x = chunks.transpose(1, 2)[:, None].contiguous(memory_format=torch.channels_last)
+    x = nhwc(chunks.transpose(1, 2)[:, None])
     for i, (conv, weight) in enumerate(zip((encoder.conv2d1, encoder.conv2d2, encoder.conv2d3), weights)):
         x = F.gelu(F.conv2d(x, weight, conv.bias, 2, 1))
         if i < 2:
