@@ -3,6 +3,7 @@ output in float64 and float32, and in bfloat16 as near float64's as cuDNN's own;
 (1-64 chunks) with partial and empty chunks (the masks). Parity of the whole aligner with qwen-asr under each front end:
 tests/test_aligner_parity.py and test_aligner_layout.py (their aligner fixtures run every front end)."""
 import copy
+import json
 
 import pytest
 import torch
@@ -77,3 +78,19 @@ def test_each_front_end_reads_no_value_and_its_shapes_follow_its_inputs(how):
 def test_an_unknown_front_end_is_refused_at_load():
     with pytest.raises(ValueError, match="front end must be one of"):
         Aligner.load(dummy="tiny", device="cpu", front_end="winograd")
+
+
+@pytest.mark.slow
+def test_aligner_bench_measures_each_front_end_in_one_run(tmp_path, monkeypatch):
+    """--front-end a b c: each loaded in turn, its cost table and its timestamps against the first's, in one JSON."""
+    from bench import aligner_bench
+    path = tmp_path / "out.json"
+    monkeypatch.setattr("sys.argv", ["aligner_bench.py", "--dummy", "tiny", "--tts-dummy", "tiny", "--device", "cpu",
+                                     "--front-end", *FRONT_ENDS, "--concurrency", "--batches", "2", "--windows", "1",
+                                     "--json", str(path)])
+    aligner_bench.main()
+    out = json.loads(path.read_text())
+    assert out["front_end"] == "cudnn" and set(out["by_front_end"]) == set(FRONT_ENDS) and out["levels"] == []
+    for how in FASTER:
+        assert out["by_front_end"][how]["timestamps_as_first"] == 1.0          # float32: the same classes
+        assert [row["batch"] for row in out["by_front_end"][how]["cost"]] == [2]
