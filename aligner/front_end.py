@@ -1,17 +1,18 @@
 """The audio encoder's conv front end: log-mel chunks [n, mel, 100] -> [n, 13, d] (three 3x3 stride-2 convs with GELU,
 the frames past a chunk's end zeroed after the first two, a linear over each time step's channels x mel bins).
 
-Three ways to run it, one chosen per model at load (`Aligner.load(front_end=...)`, default `DEFAULT`):
+Four ways to run it, one chosen per model at load (`Aligner.load(front_end=...)`, default `DEFAULT`):
 - cudnn: the checkpoint's layout, NCHW convs over [n, 1, mel, time] (the official order of operations);
 - channels_last: cuDNN's NHWC convs over the chunks transposed to [n, 1, time, mel] (each kernel transposed with them),
   so the last conv's [n, 13, mel/8, C] output is the linear's input without a copy (its weight reordered mel-major);
 - gemm: the same layout, each conv one matmul over its im2col (the 9 shifted stride-2 views side by side); the first
   conv's masked rows and the zero border the next conv reads come out of its matmul as exact zeros (a bias column that
-  is 0 there), and each GELU is applied while the next im2col is gathered."""
+  is 0 there), and each GELU is applied while the next im2col is gathered;
+- first_gemm: gemm's first conv (masked by its matmul), then channels_last's two."""
 import torch
 import torch.nn.functional as F
 
-FRONT_ENDS = ("cudnn", "channels_last", "gemm")
+FRONT_ENDS = ("cudnn", "channels_last", "gemm", "first_gemm")
 DEFAULT = "cudnn"
 
 
@@ -40,12 +41,11 @@ def pack(encoder, front_end: str) -> tuple:
     d, k = encoder.conv_out.weight.shape
     c = convs[-1].out_channels
     conv_out = encoder.conv_out.weight.detach().view(d, c, k // c).transpose(1, 2).reshape(d, k)
-    if front_end == "channels_last":
-        return conv_out, [nhwc(conv.weight.detach().transpose(2, 3)) for conv in convs]
     taps = [conv.weight.detach().permute(0, 3, 2, 1).flatten(1) for conv in convs]     # [C_out, (time, mel, C_in)]
     first = torch.cat([taps[0], convs[0].bias.detach()[:, None]], 1)
     first = F.pad(first, (0, -first.shape[1] % 8))              # rows of 16-byte multiples: cuBLAS's tensor-core GEMMs
-    return conv_out, [first, *taps[1:]]
+    kernels = [nhwc(conv.weight.detach().transpose(2, 3)) for conv in convs]
+    return conv_out, dict(channels_last=kernels, gemm=[first, *taps[1:]], first_gemm=[first, *kernels[1:]])[front_end]
 
 
 def cudnn(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
@@ -59,27 +59,36 @@ def cudnn(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
 
 
 def channels_last(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-    conv_out, weights = encoder.front_weights
-    x = nhwc(chunks.transpose(1, 2)[:, None])
-    for i, (conv, weight) in enumerate(zip((encoder.conv2d1, encoder.conv2d2, encoder.conv2d3), weights)):
-        x = F.gelu(F.conv2d(x, weight, conv.bias, 2, 1))
-        if i < 2:
-            frames = (frames + 1) // 2
-            x = x * valid(frames, x.shape[2], x.dtype)[:, None, :, None]
+    conv_out, (first, second, third) = encoder.front_weights
+    frames = (frames + 1) // 2
+    if encoder.front_end == "first_gemm":
+        x = F.gelu(first_conv(chunks, frames, first, border=False)).permute(0, 3, 1, 2)
+    else:
+        x = F.gelu(F.conv2d(nhwc(chunks.transpose(1, 2)[:, None]), first, encoder.conv2d1.bias, 2, 1))
+        x = x * valid(frames, x.shape[2], x.dtype)[:, None, :, None]
+    x = F.gelu(F.conv2d(x, second, encoder.conv2d2.bias, 2, 1))
+    x = x * valid((frames + 1) // 2, x.shape[2], x.dtype)[:, None, :, None]
+    x = F.gelu(F.conv2d(x, third, encoder.conv2d3.bias, 2, 1))
     return F.linear(x.permute(0, 2, 3, 1).flatten(2), conv_out) + encoder.positions.to(x.dtype)
 
 
 def gemm(encoder, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-    conv_out, (w1, w2, w3) = encoder.front_weights
-    x = F.pad(chunks.transpose(1, 2), (1, 1, 1, 1))
+    conv_out, (first, second, third) = encoder.front_weights
     frames = (frames + 1) // 2
-    taps = x.unfold(1, 3, 2).unfold(2, 3, 2).flatten(3)                                  # [n, t1, m1, 9]
-    cols = torch.cat([taps, torch.ones_like(taps[..., :1])], -1) * valid(frames, taps.shape[1], x.dtype)[..., None, None]
-    y = F.linear(padded(cols, w1.shape[1] - cols.shape[-1]), w1)
-    frames = (frames + 1) // 2
-    y = F.linear(gelu_im2col(y), w2, encoder.conv2d2.bias)
-    y = F.linear(gelu_im2col(padded(y * valid(frames, y.shape[1], y.dtype)[..., None, None])), w3, encoder.conv2d3.bias)
+    y = F.linear(gelu_im2col(first_conv(chunks, frames, first, border=True)), second, encoder.conv2d2.bias)
+    y = y * valid((frames + 1) // 2, y.shape[1], y.dtype)[..., None, None]
+    y = F.linear(gelu_im2col(padded(y)), third, encoder.conv2d3.bias)
     return F.linear(F.gelu(y).flatten(2), conv_out) + encoder.positions.to(y.dtype)
+
+
+def first_conv(chunks: torch.Tensor, frames: torch.Tensor, weight: torch.Tensor, border: bool) -> torch.Tensor:
+    """The first conv as one matmul over its 9 taps and a bias column that is 0 past `frames` (its output steps), so
+    those rows come out as exact zeros: [n, t, m, C]; with `border`, also the zero border the next conv reads."""
+    x = F.pad(chunks.transpose(1, 2), (1, 1, 1, 1))
+    taps = x.unfold(1, 3, 2).unfold(2, 3, 2).flatten(3)                                  # [n, t, m, 9]
+    cols = torch.cat([taps, torch.ones_like(taps[..., :1])], -1) * valid(frames, taps.shape[1], x.dtype)[..., None, None]
+    extra = weight.shape[1] - cols.shape[-1]
+    return F.linear(padded(cols, extra) if border else F.pad(cols, (0, extra)), weight)
 
 
 def padded(y: torch.Tensor, extra_columns: int = 0) -> torch.Tensor:
@@ -96,4 +105,4 @@ def gelu_im2col(y: torch.Tensor) -> torch.Tensor:
     return cols.flatten(3)
 
 
-RUN = dict(cudnn=cudnn, channels_last=channels_last, gemm=gemm)
+RUN = dict(cudnn=cudnn, channels_last=channels_last, gemm=gemm, first_gemm=channels_last)
