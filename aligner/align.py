@@ -14,6 +14,7 @@ from .audio_encoder import audio_tokens
 from .config import PUBLISHED, AlignerConfig, published_config, tiny_config
 from .features import HOP, SAMPLE_RATE, joined, log_mels, mel_shape, resampled_length
 from .forward import Forward
+from .front_end import DEFAULT as DEFAULT_FRONT_END
 from .layout import largest_first
 from .model import AlignerModel
 from .text import Word, segment
@@ -65,8 +66,9 @@ class Aligner:
 
     @classmethod
     def load(cls, model: str | None = None, dummy: str | None = None, device=None, dtype=None,
-             seed: int = 0, graphs: bool | None = None) -> "Aligner":
-        """`dummy`: 'published' (the real config) or 'tiny'."""
+             seed: int = 0, graphs: bool | None = None, front_end: str = DEFAULT_FRONT_END) -> "Aligner":
+        """`dummy`: 'published' (the real config) or 'tiny'; `front_end`: how the audio encoder runs its convs
+        (aligner/front_end.py)."""
         device, dtype = default_device_dtype(device, dtype)
         if (model is None) == (dummy is None):
             raise ValueError("give exactly one of model (a checkpoint directory or hub id) and dummy")
@@ -84,7 +86,7 @@ class Aligner:
                 net = AlignerModel(AlignerConfig.load(path))
                 load_checkpoint(net, path)
             net = net.to(device, dtype).eval()
-            net.pack()
+            net.pack(front_end)
         with phase("aligner tokenizer"):
             tokenizer = TextTokenizer.load(path if (path / "vocab.json").exists() else PUBLISHED)
         # lowest priority: where a forward runs beside an engine step, the step's kernels keep the SMs first

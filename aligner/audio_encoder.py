@@ -7,16 +7,14 @@ from torch import nn
 
 from engine.models.qwen3 import pack_views
 
+from . import front_end as front_ends
 from .config import AudioEncoderConfig
+from .front_end import conv_out_len
 from .packed import additive
 
 CHUNK, SLOTS = 100, 8                  # mel frames per chunk, chunks per attention window
 TOKENS = 13 * SLOTS                    # 13 tokens per chunk
 CONV_SLOTS = 32                        # chunks per conv pass: bounds the front end's activations
-
-
-def conv_out_len(n: int) -> int:
-    return (n - 1) // 2 + 1
 
 
 def chunk_tokens(frames: int) -> int:
@@ -80,25 +78,22 @@ class AudioEncoder(nn.Module):
         self.ln_post = nn.LayerNorm(d)
         self.proj1 = nn.Linear(d, d)
         self.proj2 = nn.Linear(d, cfg.output_dim)
+        self.front_end, self.front_weights = "cudnn", ()
 
-    def pack(self) -> None:
+    def pack(self, front_end: str = front_ends.DEFAULT) -> None:
         for layer in self.layers:
             layer.self_attn.pack()
+        self.front_weights, self.front_end = front_ends.pack(self, front_end), front_end
 
-    def _downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
-        x = chunks[:, None]
-        for conv in (self.conv2d1, self.conv2d2):
-            x = F.gelu(conv(x))
-            frames = (frames + 1) // 2                           # conv_out_len
-            x = x * (torch.arange(x.shape[-1], device=x.device) < frames[:, None])[:, None, None].to(x.dtype)
-        x = F.gelu(self.conv2d3(x))
-        return self.conv_out(x.permute(0, 3, 1, 2).flatten(2)) + self.positions.to(x.dtype)
+    def downsample(self, chunks: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:
+        """[n, mel, 100] log-mel chunks with `frames` real frames each -> [n, 13, d]."""
+        return front_ends.RUN[self.front_end](self, chunks, frames)
 
     def forward(self, x: torch.Tensor, windows: torch.Tensor, conv_frames: torch.Tensor | None = None,
                 layers: slice = slice(None)) -> torch.Tensor:
         if conv_frames is not None:
             chunks, frames = x.flatten(0, 1), conv_frames.flatten()
-            x = torch.cat([self._downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
+            x = torch.cat([self.downsample(chunks[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
                            for i in range(0, len(chunks), CONV_SLOTS)]).view(len(x), TOKENS, -1)
         mask = additive((windows[:, :, None] == windows[:, None, :])[:, None], x.dtype)
         for layer in self.layers[layers]:

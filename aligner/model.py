@@ -12,6 +12,7 @@ from engine.core.transfer import upload
 from .audio_encoder import CHUNK, SLOTS, TOKENS, AudioEncoder
 from .config import AlignerConfig
 from .forward import Forward
+from .front_end import DEFAULT as DEFAULT_FRONT_END
 from .graphs import ShapeGraphs
 from . import layout
 from .layout import Layout, captured
@@ -51,8 +52,8 @@ class AlignerModel(nn.Module):
         self.encoder = [ShapeGraphs(partial(self._encode, s)) for s in self.encoder_layers]
         self.text = [ShapeGraphs(partial(self._decode, s)) for s in self.text_layers]
 
-    def pack(self) -> None:
-        self.thinker.audio_tower.pack()
+    def pack(self, front_end: str = DEFAULT_FRONT_END) -> None:
+        self.thinker.audio_tower.pack(front_end)
         self.thinker.model.pack()
 
     def _encode(self, layers: slice, x, windows, conv_frames=None) -> torch.Tensor:

@@ -10,7 +10,9 @@
    (the model still runs every job, for the cost); `--times model` keeps the model's times (real checkpoints).
 
 The engine loads first (as in the gateway), so the aligner captures its CUDA graphs with the engine's compiled layer
-kernels and cuDNN settings; `--eager` runs the aligner without graphs, for comparison.
+kernels and cuDNN settings; `--eager` runs the aligner without graphs, for comparison. `--front-end cudnn
+channels_last gemm` loads the aligner once with each conv front end (aligner/front_end.py) for the cost table and the
+kernel listings (the levels run the first); `--concurrency` with no level measures only those.
 
 python3 bench/aligner_bench.py --dummy [--tts-dummy 1.7B-CustomVoice] [--concurrency 1 64] [--eager] [--json out.json]"""
 import argparse
@@ -33,6 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aligner import Aligner, AlignmentService, LiveWords  # noqa: E402
+from aligner.audio_encoder import CHUNK, CONV_SLOTS  # noqa: E402
+from aligner.front_end import DEFAULT, FRONT_ENDS  # noqa: E402
 from bench.aligner_flow import even_speaker, stand_in  # noqa: E402
 from bench.metrics import StreamRecord, summarize  # noqa: E402
 from bench.stage_bench import kernel_table  # noqa: E402
@@ -88,15 +92,19 @@ def cost(aligner: Aligner, batches: list[int], windows: list[float], repeat: int
     return rows
 
 
+def mixed_batch(aligner: Aligner) -> list:
+    """The timestamps of a batch of mixed lengths."""
+    rng = np.random.default_rng(1)
+    return aligner.align_units([((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32),
+                                 list(rng.choice(WORDS, n)))
+                                for s, n in [(0.5, 2), (2.3, 6), (4.0, 9), (9.7, 20), (17.2, 40), (3.3, 12)]], 24000)
+
+
 def graphs_match_eager(aligner: Aligner) -> bool:
     """The captured graphs give the eager forward's timestamps on a mixed batch."""
-    rng = np.random.default_rng(1)
-    items = [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), list(rng.choice(WORDS, n)))
-             for s, n in [(0.5, 2), (2.3, 6), (4.0, 9), (9.7, 20), (17.2, 40), (3.3, 12)]]
-    graphed = aligner.align_units(items, 24000)
+    graphed = mixed_batch(aligner)
     with without_graphs(aligner):
-        eager = aligner.align_units(items, 24000)
-    return graphed == eager
+        return graphed == mixed_batch(aligner)
 
 
 @contextlib.contextmanager
@@ -112,13 +120,50 @@ def without_graphs(aligner: Aligner):
             stage.graphs = graphs
 
 
-def kernels(aligner: Aligner, batch: int, seconds: float = 4.0) -> None:
+def kernels(aligner: Aligner, batch: int, seconds: float = 4.0) -> dict:
     """The kernels of one eager forward of `batch` windows (the graphs replay the same ones)."""
     rng = np.random.default_rng(2)
     items = [((0.1 * rng.standard_normal(int(seconds * 24000))).astype(np.float32),
               list(rng.choice(WORDS, max(1, round(2.5 * seconds))))) for _ in range(batch)]
     with without_graphs(aligner):
-        kernel_table(f"aligner forward, {batch} x {seconds} s", lambda: aligner.align_units(items, 24000), top=45)
+        return kernel_table(f"aligner forward, {batch} x {seconds} s", lambda: aligner.align_units(items, 24000),
+                            top=45)
+
+
+@torch.inference_mode()
+def front_end_kernels(aligner: Aligner, chunks: int) -> dict:
+    """The kernels of the conv front end alone over `chunks` chunk slots (a 64 x 4 s forward has 256), in its passes."""
+    encoder = aligner.model.thinker.audio_tower
+    weight = encoder.conv2d1.weight
+    x = torch.randn(chunks, encoder.cfg.num_mel_bins, CHUNK, dtype=weight.dtype, device=weight.device)
+    frames = torch.full((chunks,), CHUNK, device=weight.device)
+    frames[3::4] = 37                                        # a window's last chunk: partial
+    return kernel_table(f"conv front end {encoder.front_end}, {chunks} chunks",
+                        lambda: [encoder.downsample(x[i:i + CONV_SLOTS], frames[i:i + CONV_SLOTS])
+                                 for i in range(0, chunks, CONV_SLOTS)], top=20)
+
+
+def measure(args, front_end: str, first: list | None) -> tuple[Aligner, dict]:
+    """The aligner loaded with `front_end`: its load, the graphs' check, the cost table and the kernel listings; and
+    the share of the mixed batch's timestamps equal to `first`'s (the first front end's)."""
+    t0 = time.perf_counter()
+    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device,
+                           graphs=False if args.eager else None, front_end=front_end)
+    graphs = sum(len(stage.graphs) for stage in aligner.model.encoder + aligner.model.text)
+    out = dict(graphs=graphs, load_s=time.perf_counter() - t0, timestamps=mixed_batch(aligner))
+    print(f"aligner {aligner.name} ({front_end} front end): {graphs} CUDA graphs, loaded in {out['load_s']:.1f} s",
+          flush=True)
+    if graphs:
+        out["graphs_match_eager"] = graphs_match_eager(aligner)
+        print(f"graphs give the eager forward's timestamps: {out['graphs_match_eager']}", flush=True)
+    if first is not None:
+        pairs = [(a, b) for row, ref in zip(out["timestamps"], first) for a, b in zip(row, ref)]
+        out["timestamps_as_first"] = float(np.mean([a == b for a, b in pairs]))
+        print(f"timestamps as the first front end's: {out['timestamps_as_first']:.1%}", flush=True)
+    out.update(cost=cost(aligner, args.batches, args.windows), kernels=[kernels(aligner, b) for b in args.kernels])
+    if args.kernels:
+        out["front_end_kernels"] = front_end_kernels(aligner, 256)
+    return aligner, out
 
 
 def profile_forwards(aligner: Aligner) -> cProfile.Profile:
@@ -311,6 +356,28 @@ def line(c: int, row: dict) -> str:
         f"p50 {r.get('job_latency_p50_ms', np.nan):.0f} ms p90 {r.get('job_latency_p90_ms', np.nan):.0f} ms")
 
 
+def levels(args, engine, aligner: Aligner, times: str) -> list[dict]:
+    """Each level's streams with alignment off, then on."""
+    rows, profiler = [], (profile_forwards(aligner) if args.host_profile else None)
+    service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds,
+                               side_work=None if args.concurrent else engine.side_work).start()
+    probe = InterpreterProbe()
+    asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times, probe))     # warm-up
+    if profiler is not None:
+        profiler.clear()
+        profiler.events = []
+    for c in args.concurrency:
+        items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
+        for svc in (None, service):
+            row = asyncio.run(level(engine, svc, c, items, times, probe))
+            rows.append(row)
+            print(line(c, row), flush=True)
+            if profiler is not None and svc is not None:
+                report(profiler)
+    service.close()
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser()
     src = p.add_mutually_exclusive_group(required=True)
@@ -318,7 +385,7 @@ def main():
     src.add_argument("--dummy", nargs="?", const="published", choices=("published", "tiny"))
     p.add_argument("--tts-dummy", default="1.7B-CustomVoice")
     p.add_argument("--tts-model")
-    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    p.add_argument("--concurrency", type=int, nargs="*", default=[1, 64], help="none: the cost and kernels only")
     p.add_argument("--rounds", type=float, default=1.0, help="streams per level = rounds * concurrency")
     p.add_argument("--max-chars", type=int, default=300)
     p.add_argument("--kv-tokens-per-stream", type=int, default=384, help="talker KV tokens reserved per stream")
@@ -331,6 +398,8 @@ def main():
     p.add_argument("--concurrent", action="store_true",
                    help="forwards beside the engine's steps at a lower priority, not in turns between them")
     p.add_argument("--kernels", type=int, nargs="*", default=[], help="batches of 4 s windows whose kernels to list")
+    p.add_argument("--front-end", nargs="+", choices=FRONT_ENDS, default=[DEFAULT],
+                   help="the audio encoder's conv front ends to measure, each loaded in turn")
     p.add_argument("--host-profile", action="store_true", help="cProfile the aligner's forwards per level")
     p.add_argument("--device")
     p.add_argument("--json")
@@ -338,36 +407,23 @@ def main():
     times = args.times or ("model" if args.model else "stand-in")
     device = torch.cuda.get_device_name() if torch.cuda.is_available() and args.device != "cpu" else "cpu"
     engine = Engine.load(model=args.tts_model, dummy=None if args.tts_model else args.tts_dummy,
-                         device=args.device, max_active=max(args.concurrency),
+                         device=args.device, max_active=max(args.concurrency, default=1),
                          kv_tokens_per_stream=args.kv_tokens_per_stream).start()
-    t0 = time.perf_counter()
-    aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device, graphs=False if args.eager else None)
-    graphs = sum(len(stage.graphs) for stage in aligner.model.encoder + aligner.model.text)
-    results = dict(device=device, aligner=aligner.name, graphs=graphs, load_s=time.perf_counter() - t0)
-    print(f"aligner {aligner.name} on {device}: {graphs} CUDA graphs, loaded in {results['load_s']:.1f} s", flush=True)
-    if graphs:
-        results["graphs_match_eager"] = graphs_match_eager(aligner)
-        print(f"graphs give the eager forward's timestamps: {results['graphs_match_eager']}", flush=True)
-    results.update(cost=cost(aligner, args.batches, args.windows), levels=[])
-    for b in args.kernels:
-        kernels(aligner, b)
-    profiler = profile_forwards(aligner) if args.host_profile else None
-    service = AlignmentService(aligner, args.max_batch, args.max_batch_seconds,
-                               side_work=None if args.concurrent else engine.side_work).start()
-    probe = InterpreterProbe()
-    asyncio.run(level(engine, service, 2, workload(2, seed=99, max_chars=60), times, probe))     # warm-up
-    if profiler is not None:
-        profiler.clear()
-        profiler.events = []
-    for c in args.concurrency:
-        items = workload(max(1, int(c * args.rounds)), seed=c, max_chars=args.max_chars)
-        for svc in (None, service):
-            row = asyncio.run(level(engine, svc, c, items, times, probe))
-            results["levels"].append(row)
-            print(line(c, row), flush=True)
-            if profiler is not None and svc is not None:
-                report(profiler)
-    service.close()
+    aligner, by_front_end, first = None, {}, None
+    for front_end in args.front_end:
+        aligner = None                                # its graphs' memory back before the next one captures
+        aligner, by_front_end[front_end] = measure(args, front_end, first)
+        first = first or by_front_end[front_end]["timestamps"]
+    if args.concurrency and len(args.front_end) > 1:
+        aligner = None
+        aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device,
+                               graphs=False if args.eager else None, front_end=args.front_end[0])
+    results = dict(device=device, aligner=aligner.name, **by_front_end[args.front_end[0]],
+                   front_end=args.front_end[0], levels=[])
+    if len(args.front_end) > 1:
+        results["by_front_end"] = by_front_end
+    if args.concurrency:
+        results["levels"] = levels(args, engine, aligner, times)
     engine.shutdown()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

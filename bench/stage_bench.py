@@ -78,8 +78,9 @@ def eager_calls(r, b: int, context: int) -> dict:
     return {name: eager(name) for name in graphed}
 
 
-def kernel_table(name: str, fn, top: int = 12) -> None:
-    """Kernels one call of a stage launches: count, their summed GPU time, and the costliest by name."""
+def kernel_table(name: str, fn, top: int = 12) -> dict:
+    """Kernels one call of a stage launches: count, their summed GPU time, and the costliest by name (printed and
+    returned)."""
     from torch.profiler import ProfilerActivity, profile
     fn()
     torch.cuda.synchronize()
@@ -90,8 +91,11 @@ def kernel_table(name: str, fn, top: int = 12) -> None:
     kernels = sum(e.count for e in rows)
     total_ms = sum(e.self_device_time_total for e in rows) / 1000
     print(f"{name}: {kernels} kernels, {total_ms:.2f} ms of kernel time")
-    for e in sorted(rows, key=lambda e: -e.self_device_time_total)[:top]:
-        print(f"   {e.count:5d} x {e.self_device_time_total / 1000 / e.count * 1000:7.1f} us  {e.key[:90]}")
+    costliest = [(e.count, e.self_device_time_total / e.count, e.key) for e in
+                 sorted(rows, key=lambda e: -e.self_device_time_total)[:top]]
+    for count, us, key in costliest:
+        print(f"   {count:5d} x {us:7.1f} us  {key[:90]}")
+    return dict(kernels=kernels, ms=total_ms, costliest=[dict(count=c, us=us, name=k) for c, us, k in costliest])
 
 
 def capture_s(calls) -> float:

@@ -9,16 +9,17 @@ from aligner import Aligner, layout
 from aligner.audio_encoder import CHUNK, TOKENS, audio_tokens, chunk_tokens
 from aligner.features import log_mels, mel_shape
 from aligner.forward import Forward
+from aligner.front_end import FRONT_ENDS
 from aligner.layout import ROWS, TEXT_TOKENS, WIDTHS, Fit, bucket
 from aligner.text import segment
 from tests.graph_stand_in import stand_in_graphs
 
 
-@pytest.fixture(scope="module")
-def aligner():
-    """Tiny random weights, sharpened so that the timestamp classes vary from word to word."""
+@pytest.fixture(scope="module", params=FRONT_ENDS)
+def aligner(request):
+    """Tiny random weights, sharpened so that the timestamp classes vary from word to word; each conv front end."""
     torch.manual_seed(0)
-    a = Aligner.load(dummy="tiny", device="cpu", seed=3)
+    a = Aligner.load(dummy="tiny", device="cpu", seed=3, front_end=request.param)
     t = a.model.thinker
     with torch.no_grad():
         t.lm_head.weight[60:] = 0

@@ -23,6 +23,7 @@ from qwen_asr.inference.qwen3_forced_aligner import Qwen3ForceAlignProcessor  # 
 from aligner import Aligner  # noqa: E402
 from aligner.align import repair  # noqa: E402
 from aligner.config import PUBLISHED, tiny_config  # noqa: E402
+from aligner.front_end import FRONT_ENDS  # noqa: E402
 from aligner.text import clean, segment  # noqa: E402
 from engine.models.weights import seed_weights  # noqa: E402
 
@@ -76,9 +77,9 @@ def official(checkpoint):
     return aligner
 
 
-@pytest.fixture(scope="module")
-def ours(checkpoint):
-    return Aligner.load(model=str(checkpoint[0]), device="cpu")
+@pytest.fixture(scope="module", params=FRONT_ENDS)
+def ours(checkpoint, request):
+    return Aligner.load(model=str(checkpoint[0]), device="cpu", front_end=request.param)
 
 
 def official_align(official, audio, text, language):
