@@ -22,9 +22,17 @@ def test_a_bare_dummy_aligner_flag_means_by_device():
     assert serve_args("--dummy", "tiny", "--dummy-aligner", "published").dummy_aligner == "published"
 
 
-def test_the_auto_dummy_aligner_on_a_cpu_is_tiny_and_aligns():
+def test_the_auto_dummy_aligner_on_a_cpu_is_tiny_and_aligns(monkeypatch):
+    """The engine's kernels are chosen before the aligner captures its graphs (they replay what was chosen then)."""
+    import aligner
+    from engine.kernels import registry
+    calls = []
+    select, load = registry.select, aligner.Aligner.load.__func__
+    monkeypatch.setattr(registry, "select", lambda *a, **k: calls.append("select") or select(*a, **k))
+    monkeypatch.setattr(aligner.Aligner, "load", classmethod(lambda *a, **k: calls.append("aligner") or load(*a, **k)))
     engine, service = EngineSpec(dummy="tiny", device="cpu", max_active=2, dummy_aligner="auto").build()
     try:
+        assert calls[:2] == ["select", "aligner"]
         assert service.aligner.name == "dummy:tiny"
         audio = (0.1 * np.random.default_rng(0).standard_normal(6 * 24000)).astype(np.float32)
         spans = service.submit(audio, ["a", "trial", "on", "a", "laptop"]).result(120)

@@ -29,12 +29,14 @@ class EngineSpec:
         from aligner import Aligner
         from engine import Engine, default_device_dtype
         from engine.core.startup import phase, report, report_compiles
+        from engine.kernels.registry import select
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
         t0 = time.perf_counter()
         aligner = None
         if self.aligner or self.dummy_aligner:
+            select(device)      # the engine's kernels and cuDNN search, which the aligner's graphs capture as the bench
             dummy = ("published" if cuda else "tiny") if self.dummy_aligner == "auto" else self.dummy_aligner
             aligner = Aligner.load(model=self.aligner, dummy=dummy, device=device, dtype=dtype)
             if dummy and self.dummy_aligner_times == "speaker":
