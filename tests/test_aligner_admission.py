@@ -61,9 +61,7 @@ def test_a_job_whose_context_was_cancelled_is_dropped_not_aligned(server):
                 pass
             await asyncio.sleep(0.2)                                 # the drop reaches the core before C's text
             after = asyncio.create_task(converse(srv, p.Text("c", "foxtrot golf", seed=3), p.End("c")))
-            async with asyncio.timeout(30):
-                while await asyncio.to_thread(queued) < 2:          # C's job queued behind B's, dropped but counted
-                    await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
             aligner.release.set()
             return await stalled, await after
 
