@@ -58,7 +58,7 @@ def test_the_published_decoder_runs_every_conv_kind():
     assert any(c[2][0] == 1 for c in calls)                                    # the output conv: taps, not im2col
 
 
-@pytest.mark.parametrize("frames", [1, 3])
+@pytest.mark.parametrize("frames", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_every_published_conv_matches_cudnn(frames):
     for seed, call in enumerate(sorted(published_calls(frames))):
         op = call[0]
