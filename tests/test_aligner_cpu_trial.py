@@ -47,8 +47,8 @@ def test_a_dummy_aligner_can_answer_as_a_speaker_while_its_forward_runs():
     audio at its end), so words settle as speech's would; the random model's forward still runs for its cost."""
     from aligner.speaker_times import CHAR_S, CJK_S, said
 
-    assert serve_args("--dummy", "tiny", "--dummy-aligner", "--dummy-aligner-times", "speaker").dummy_aligner_times \
-        == "speaker" and serve_args("--dummy", "tiny").dummy_aligner_times == "model"
+    assert serve_args("--dummy", "tiny", "--dummy-aligner", "--dummy-aligner-times", "model").dummy_aligner_times \
+        == "model" and serve_args("--dummy", "tiny").dummy_aligner_times == "speaker"
     assert said(["ab", "c", "你", "好", "later"], 0.7) == [
         (0.0, round(2 * CHAR_S, 3)), (round(3 * CHAR_S, 3), round(4 * CHAR_S, 3)),
         (round(5 * CHAR_S, 3), round(5 * CHAR_S + CJK_S, 3)), (round(5 * CHAR_S + CJK_S, 3), 0.7), (0.7, 0.7)]

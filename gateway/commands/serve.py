@@ -49,9 +49,9 @@ def add_parser(sub):
     words.add_argument("--dummy-aligner", nargs="?", const="auto", choices=("auto", "published", "tiny"),
                        help="random aligner weights: the published config or tiny; auto (the default): published on "
                             "a GPU, tiny on a CPU (where the published one takes longer than --aligner-timeout)")
-    p.add_argument("--dummy-aligner-times", choices=("model", "speaker"), default="model",
-                   help="a dummy aligner's word times: its random model's (every word at its window's end), or a "
-                        "speaker's at an even pace (the forward still runs): speech's job flow, for benchmarks")
+    p.add_argument("--dummy-aligner-times", choices=("speaker", "model"), default="speaker",
+                   help="a dummy aligner's word times: a speaker's at an even pace (the default: speech's job flow, "
+                        "its forward still run), or its random model's (every word at its window's end)")
     p.add_argument("--aligner-timeout", type=float,
                    help="seconds an alignment may take before the context's word timestamps are given up (default: "
                         "5 on a GPU, 60 on a CPU, where a published-size aligner takes ~17 s a job on two cores)")

@@ -21,7 +21,7 @@ class EngineSpec:
     max_queue_ms: float = 500.0                   # the longest a new stream waits for room before `busy`
     aligner: str | None = None
     dummy_aligner: str | None = None              # "auto": published on CUDA, tiny on the CPU
-    dummy_aligner_times: str = "model"            # "speaker": a speaker's at an even pace (aligner/speaker_times.py)
+    dummy_aligner_times: str = "speaker"          # a speaker's at an even pace (aligner/speaker_times.py), or "model"
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
     max_voices: int = 64                          # registered voices kept, in memory and on disk alike
 
