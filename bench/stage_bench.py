@@ -112,7 +112,7 @@ def decode_with(r, conv: str, settings: KernelSettings, batches: list[int], cont
     decode of one stream first, so capture seconds hold the search of the batches' shapes, not the first compiles."""
     cuda = r.device.type == "cuda"
     vars(ops).update(codec_conv_ops(conv, compiled=cuda and settings.compile))
-    r.decode_stage.graphs.clear()
+    r.decode_stage.release()                    # the previous choice's graphs and memory, before these capture
     kept, r.decode_stage.use_graphs = r.decode_stage.use_graphs, False
     stage_calls(r, 1, context)["decode"]()
     r.decode_stage.use_graphs = kept
