@@ -125,8 +125,9 @@ def clone_requests(engine):
     return requests(voices=("clone",) * 4, language="english")
 
 
-PATHS = {"graphs+kernel": (True, True, True), "graphs+kernel+serial-decode": (True, True, False),
-         "eager+kernel": (False, True, False), "eager+torch": (False, False, False)}   # graphs, kernels, side decode
+PATHS = {"graphs+kernel": (True, True, True, "cudnn"), "graphs+kernel+serial-decode": (True, True, False, "cudnn"),
+         "graphs+kernel+gemm-codec": (True, True, True, "gemm"), "eager+kernel": (False, True, False, "cudnn"),
+         "eager+torch": (False, False, False, "cudnn")}   # graphs, kernels, side decode, the codec's convolutions
 
 
 def pcm_error(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
@@ -139,10 +140,10 @@ def pcm_error(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
 def check_paths(dummy: str, dtype: str, paths, make_requests=lambda engine: requests()) -> None:
     outputs = {}
     for name in paths:
-        graphs, kernel, side = PATHS[name]
+        graphs, kernel, side, codec_conv = PATHS[name]
         t0 = time.perf_counter()
         engine = Engine.load(dummy=dummy, dtype=dtype, max_active=8, use_graphs=graphs, kv_tokens_per_stream=2048,
-                             kernels=KernelSettings(triton=kernel, side_decode=side)).start()
+                             kernels=KernelSettings(triton=kernel, side_decode=side, codec_conv=codec_conv)).start()
         outputs[name] = run(engine, make_requests(engine))
         engine.shutdown()
         del engine
