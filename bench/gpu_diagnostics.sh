@@ -20,7 +20,7 @@ step() {        # NAME SECONDS COMMAND...
     tail -4 "$out/$name.log"
 }
 step gpu_check 160 python3 bench/gpu_check.py bfloat16 1.7B-CustomVoice
-step stages 230 python3 bench/stage_bench.py --dummy 1.7B-CustomVoice --batches 512 1024 2048 --context 160 \
+step stages 210 python3 bench/stage_bench.py --dummy 1.7B-CustomVoice --batches 512 1024 2048 --context 160 \
     --codec-conv cudnn gemm --max-active 1024 --json "$out/stages.json"
-step aligner 190 python3 bench/aligner_bench.py --dummy --concurrency --batches 32 64 128 --windows 2 4 8 \
+step aligner 210 python3 bench/aligner_bench.py --dummy --concurrency --batches 32 64 128 --windows 2 4 8 \
     --front-end cudnn channels_last gemm first_gemm --kernels 64 --json "$out/aligner.json"
