@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -378,6 +379,15 @@ def levels(args, engine, aligner: Aligner, times: str) -> list[dict]:
     return rows
 
 
+def drop(aligner: Aligner | None) -> None:
+    """Its graphs' memory back before the next one captures: the model holds its graphs, which hold its bound methods
+    (a cycle that only the collector frees)."""
+    del aligner
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def main():
     p = argparse.ArgumentParser()
     src = p.add_mutually_exclusive_group(required=True)
@@ -411,11 +421,11 @@ def main():
                          kv_tokens_per_stream=args.kv_tokens_per_stream).start()
     aligner, by_front_end, first = None, {}, None
     for front_end in args.front_end:
-        aligner = None                                # its graphs' memory back before the next one captures
+        aligner = drop(aligner)
         aligner, by_front_end[front_end] = measure(args, front_end, first)
         first = first or by_front_end[front_end]["timestamps"]
     if args.concurrency and len(args.front_end) > 1:
-        aligner = None
+        aligner = drop(aligner)
         aligner = Aligner.load(model=args.model, dummy=args.dummy, device=args.device,
                                graphs=False if args.eager else None, front_end=args.front_end[0])
     results = dict(device=device, aligner=aligner.name, **by_front_end[args.front_end[0]],

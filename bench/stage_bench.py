@@ -112,13 +112,16 @@ def decode_with(r, conv: str, settings: KernelSettings, batches: list[int], cont
     decode of one stream first, so capture seconds hold the search of the batches' shapes, not the first compiles."""
     cuda = r.device.type == "cuda"
     vars(ops).update(codec_conv_ops(conv, compiled=cuda and settings.compile))
-    r.decode_stage.graphs.clear()
+    r.decode_stage.release()                    # the previous choice's graphs and memory, before these capture
     kept, r.decode_stage.use_graphs = r.decode_stage.use_graphs, False
     stage_calls(r, 1, context)["decode"]()
     r.decode_stage.use_graphs = kept
     calls = {b: stage_calls(r, b, context)["decode"] for b in batches}
     seconds = {b: capture_s([calls[b]]) for b in sorted(batches, reverse=True)} if cuda else {}
-    return dict(capture_s=seconds, ms={b: gpu_ms(calls[b], reps) for b in batches},
+    ms = {b: gpu_ms(calls[b], reps) for b in batches}
+    print(f"codec convolutions {conv}: decode ms " + ", ".join(f"{b}: {ms[b]:.2f}" for b in batches) +
+          "; graphs captured in " + ", ".join(f"{b}: {t:.1f} s" for b, t in seconds.items()), flush=True)
+    return dict(capture_s=seconds, ms=ms,
                 cudnn_conv_shapes={b: decode_conv_shapes(r.model.cfg.codec, b, conv) for b in batches})
 
 

@@ -134,3 +134,23 @@ def test_published_size_streaming_decode_gemm_equals_cudnn():
     want = published_size_pcm("cudnn")
     assert want.abs().max() > 0.01
     torch.testing.assert_close(published_size_pcm("gemm"), want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "offset"])
+def test_tap_outputs_read_through_the_gemms_own_strides(monkeypatch, layout):
+    """The output conv's tap GEMM read back with as_strided: right whatever strides and offset the GEMM returns
+    (cuBLAS may hand back a column-major result, a caching allocator a view into a larger block)."""
+    call = next(c for c in published_calls(1) if c[0] == "conv" and c[2][0] == 1)
+    (x, w, b), args = layer_inputs(call, torch.float64, 0)
+    want = CUDNN["conv"](x, w, b, *args)
+    linear = torch.nn.functional.linear
+
+    def odd_linear(a, weight, bias=None):
+        y = linear(a, weight, bias)
+        if layout == "transposed":
+            return y.transpose(0, 2).contiguous().transpose(0, 2)
+        return torch.cat([torch.zeros(7, dtype=y.dtype), y.flatten()])[7:].view(y.shape)
+    monkeypatch.setattr(torch.nn.functional, "linear", odd_linear)
+    got = GEMM["conv"](x, w, b, *args)
+    assert odd_linear(x, w[:, :, 0]).storage_offset() == (7 if layout == "offset" else 0)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-10 * want.abs().max())

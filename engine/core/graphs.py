@@ -59,6 +59,14 @@ class StagedGraphs:
         graph.replay()
         return static_out[:batch]
 
+    def release(self) -> None:
+        """Drops every graph (a bench switching kernels): the next capture starts a new pool, since the allocator
+        refuses to share a pool whose graphs are all gone until empty_cache has freed it."""
+        self.graphs.clear()
+        self.pool = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def capture(self, variant, bucket: int, like) -> None:
         """Capture on padding only (the scratch slot), so live streams' state is untouched."""
         static_in = self.pad([x[:0] for x in like], bucket)

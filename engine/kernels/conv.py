@@ -55,8 +55,8 @@ def conv_matmul(x, weight, bias, dilation: int, groups: int):
         return F.linear(views.reshape(batch, frames, k * c_in), weight.permute(0, 2, 1).reshape(c_out, k * c_in),
                         bias)
     taps = F.linear(x, weight.permute(2, 0, 1).reshape(k * c_out, c_in))          # [B, steps, k * C_out]
-    row = k * c_out
-    diagonal = taps.as_strided((batch, frames, c_out, k), (steps * row, row, 1, dilation * row + c_out),
+    s_batch, s_step, s_col = taps.stride()         # the GEMM's own strides: its output need not be contiguous
+    diagonal = taps.as_strided((batch, frames, c_out, k), (s_batch, s_step, s_col, dilation * s_step + c_out * s_col),
                                taps.storage_offset())
     y = diagonal.sum(-1)
     return y if bias is None else y + bias
