@@ -115,7 +115,7 @@ def run_level(streams: int, args) -> dict:
     ms = sorted(1000 * h for h in host)
     row = dict(streams=streams, steps=len(host), running_mean=round(statistics.mean(running), 1),
                host_ms_per_step_mean=round(statistics.mean(ms), 2), host_ms_per_step_p50=round(ms[len(ms) // 2], 2),
-               host_ms_per_step_p90=round(ms[int(0.9 * (len(ms) - 1))], 2),
+               host_ms_per_step_p90=round(ms[int(0.9 * (len(ms) - 1))], 2), host_ms_per_step_max=round(ms[-1], 2),
                host_us_per_stream=round(1000 * statistics.mean(ms) / statistics.mean(running), 2),
                ended=dict(talkers.reasons), chunks=talkers.chunks, errors=talkers.errors[:5],
                listener_dry=step.audio.dry)
@@ -140,8 +140,8 @@ def main():
     p.add_argument("--step-ms", type=float, default=64.0, help="the fake clock's advance per step: the GPU's step")
     p.add_argument("--max-chars", type=int, default=500, help="texts of 20..max_chars characters")
     p.add_argument("--kv-tokens", type=int, default=640, help="KV tokens a stream (open-length text reserves 512+)")
-    p.add_argument("--warmup", type=int, default=5, help="steps after every stream has joined, before measuring")
-    p.add_argument("--steps", type=int, default=40, help="steps measured")
+    p.add_argument("--warmup", type=int, default=100, help="steps after every stream has joined, before measuring")
+    p.add_argument("--steps", type=int, default=50, help="steps measured")
     p.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile the measured steps: top functions")
     p.add_argument("--json")
     args = p.parse_args()
@@ -150,7 +150,7 @@ def main():
         rows.append(run_level(streams, args))
         row = rows[-1]
         print(f"{streams:5d} streams: host {row['host_ms_per_step_mean']:7.2f} ms/step (p50 "
-              f"{row['host_ms_per_step_p50']}, p90 {row['host_ms_per_step_p90']}), {row['host_us_per_stream']} "
+              f"{row['host_ms_per_step_p50']}, p90 {row['host_ms_per_step_p90']}, max {row['host_ms_per_step_max']}), {row['host_us_per_stream']} "
               f"us/stream, {sum(row['ended'].values())} ended, {len(row['errors'])} errors", flush=True)
         for f in row.get("profile", []):
             print(f"    {f['ms_per_step']:8.3f} {f['cum_ms']:8.3f}  {f['where']}")
