@@ -143,21 +143,20 @@ class Scheduler:
 
     def schedule_talk(self, plan: Plan) -> Talk:
         """Who feeds a text id and draws the next frame's first code; a KV block each may need."""
-        talk, model = plan.talk, self.model
+        talk, kv, max_context, pad, eos = plan.talk, self.kv, self.max_context, self.model.text_pad, self.model.text_eos
         for s in self.running:
             if s.frame_started or s.finish_reason:
                 continue
-            if s.kv.num_tokens + 1 > self.max_context:
+            if s.kv.num_tokens + 1 > max_context:
                 s.finish_reason = "length"
                 continue
-            if not self.kv.can_append(s, 1):
+            if not kv.room_for_one(s):
                 talk.stalled.append(s)
                 continue
-            text_id = s.text.next_id(model.text_pad, model.text_eos)
-            if text_id is None:
+            if not s.text.ready():
                 continue
-            talk.add(s, text_id, s.kv.num_tokens, s.eos_allowed)
-            self.kv.append(s, 1)
+            talk.add(s, s.text.next_id(pad, eos), s.kv.num_tokens, s.eos_allowed)
+            kv.append_one(s)
             s.frames_started += 1
             s.frame_started = True
         if talk.stalled and not talk.seqs and not plan.ready:  # no stream can free a block: the youngest gives its own
