@@ -1,6 +1,5 @@
 """Continuous batching: the one writer of a stream's step state. It plans each step (who joins, who draws a frame,
 who talks), applies the step's results, and ends streams."""
-import itertools
 from collections import deque
 
 from engine.core.admission_queue import AdmissionQueue
@@ -123,8 +122,6 @@ class Scheduler:
         and the frames decoded. Returns which of `plan.ready` made a frame."""
         for seq, error in plan.rejected:
             self.finish(seq, "error", error)
-        for s in plan.ready:
-            s.frame_started = False
         for s, c in zip(talked, ids):
             if s.status is not Status.RUNNING:
                 continue
@@ -134,11 +131,14 @@ class Scheduler:
             elif c == FAULT:
                 self.finish(s, "error", EngineInputError("generation_failed", "the model's output for this "
                             "request went non-finite (NaN/Inf); it was ended, other streams go on"))
-        kept = [s.finish_reason is None for s in plan.ready]              # an EOS stream's frame was not a frame
-        for s in itertools.compress(plan.ready, kept):
-            s.frames += 1
-            if s.frames >= s.max_frames:
-                s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
+        kept = []
+        for s in plan.ready:
+            s.frame_started = False
+            kept.append(s.finish_reason is None)              # an EOS stream's frame was not a frame
+            if kept[-1]:
+                s.frames += 1
+                if s.frames >= s.max_frames:
+                    s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         return kept
 
     def schedule_talk(self, plan: Plan) -> Talk:
