@@ -12,3 +12,8 @@ def test_host_bench_streams_every_context_through_and_profiles_the_engine_path()
     assert set(row["ended"]) == {"eos"} and row["ended"]["eos"] >= 8     # spoken to the end, then replaced
     assert row["running_mean"] > 4 and row["host_ms_per_step_mean"] > 0
     assert any("output.py" in f["where"] for f in row["profile"])
+
+
+def test_the_c_library_keeps_chunk_memory_on_the_heap():
+    from engine.core.host_heap import keep_heap
+    assert keep_heap()            # glibc took both thresholds: chunks no longer come from fresh mmaps
