@@ -7,7 +7,7 @@ from test_text_tokenizer import ATOMS
 
 from engine import Engine, SynthesisRequest
 from bench.stream_exactness import AUDIO
-from engine.core.sequence import Sequence
+from engine.core.sequence import Sequence, Status
 from engine.core.text_intake import TextIntake
 from engine.models.qwen3_tts.requests import ROLE
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
@@ -117,3 +117,21 @@ def test_a_text_the_tokenizer_refuses_ends_its_stream_only():
     intake.add(good, "Hello there. ")
     assert [(seq.id, error.code) for seq, error in intake.settle()] == [(bad.id, "invalid_request")]
     assert (good.text.role_ids, good.text.feed) == whole_text_commit("Hello there. ", False)
+
+
+def test_a_running_stream_far_ahead_settles_new_text_later_with_the_same_ids_and_never_runs_dry():
+    tokenizer = TextTokenizer.load(exact=True)
+    counting = tokenizer._tok = CountingTokenizer(tokenizer._tok)
+    intake = TextIntake(tokenizer, ROLE)
+    seq = Sequence(0, SynthesisRequest(text_complete=False), None, 0, ROLE, AUDIO)
+    text = "Streamed text, four characters at a time: tokens arrive faster than they are spoken. " * 4
+    for n, i in enumerate(range(0, len(text), 4)):             # a step every 3 appends, one id fed a step
+        intake.add(seq, text[i:i + 4])
+        intake.settle()
+        if n % 3 == 2 and seq.text.num_text_ids:
+            seq.status = Status.RUNNING
+            assert seq.text.ready() and seq.text.next_id(0, 1) is not None
+    assert counting.calls < len(text) / 4 / 3                  # most appends waited for the feed to run low
+    intake.add(seq, closed=True)
+    intake.settle()
+    assert seq.text.role_ids + seq.text.feed == TOKENIZER.encode_prompt(ROLE, text)

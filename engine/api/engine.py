@@ -14,6 +14,7 @@ from engine.core.admission import Admission
 from engine.core.background import Background
 from engine.core.clock import REAL_CLOCK, Clock
 from engine.core.engine_thread import EngineThread
+from engine.core.host_heap import keep_heap
 from engine.core.memory import kv_blocks_for_memory
 from engine.core.runner import ModelRunner
 from engine.core.side_work import SideWork
@@ -63,6 +64,7 @@ class Engine:
             log.info("graphs captured: %.1f GiB", (torch.cuda.memory_reserved() - reserved) / (1 << 30))
         gc.collect()
         gc.freeze()      # no long GC pauses mid-stream
+        keep_heap()
         kv = self.runner.kv
         kv_tokens = (kv.num_blocks - 1) * block_size
         admission = Admission(max_active, kv_tokens, block_size, model.prompt_tokens, max_step_ms)

@@ -38,13 +38,21 @@ class PagedKVCache:
             self.free_blocks.extend(self.prefixes.evict())
         return [self.free_blocks.popleft() for _ in range(n)]
 
-    def can_append(self, seq, new_tokens: int) -> bool:
-        return self.blocks_needed(seq, new_tokens) <= self.available()
-
     def append(self, seq, new_tokens: int) -> None:
         """Counts the tokens in, with the blocks they need."""
         seq.kv.block_table += self._take(self.blocks_needed(seq, new_tokens))
         seq.kv.num_tokens += new_tokens
+
+    def room_for_one(self, seq) -> bool:
+        """Whether one more token fits: in a block it holds, or a free one (asked of every stream at every step)."""
+        kv = seq.kv
+        return kv.num_tokens < len(kv.block_table) * self.block_size or self.available() > 0
+
+    def append_one(self, seq) -> None:
+        kv = seq.kv
+        if kv.num_tokens >= len(kv.block_table) * self.block_size:
+            kv.block_table += self._take(1)
+        kv.num_tokens += 1
 
     def _own_blocks(self, prompt) -> int:
         return self._blocks(prompt.length + 1) - prompt.prefix.length // self.block_size
@@ -94,9 +102,12 @@ class PagedKVCache:
         return rows
 
     def sync_tables(self, seqs) -> None:
-        new = [(s.slot, i, b) for s in seqs for i, b in enumerate(s.kv.block_table) if i >= self.synced[s.slot]]
+        synced, new = self.synced, []
         for s in seqs:
-            self.synced[s.slot] = len(s.kv.block_table)
+            table = s.kv.block_table
+            if len(table) > synced[s.slot]:
+                new += [(s.slot, i, table[i]) for i in range(synced[s.slot], len(table))]
+                synced[s.slot] = len(table)
         self._write_tables(new)
 
     def _write_tables(self, entries: list[tuple[int, int, int]]) -> None:

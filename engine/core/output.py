@@ -1,4 +1,5 @@
-"""Frames on their way to the listeners. Audio is read a step late when it can wait, so the host runs ahead."""
+"""Frames on their way to the listeners. Audio is read a step late when it can wait, so the host runs ahead. Which
+streams may send is found over the batch in slot-indexed arrays; only those are checked one by one."""
 import itertools
 from collections import deque
 
@@ -15,15 +16,32 @@ class AudioOut:
         self.in_flight: deque = deque()
         self.fresh = False
         self.dry = 0          # chunks that reached a listener with nothing left to play while its text was ready
+        slots = scheduler.max_active + 1
+        # per slot, never below the truth: frames read and not sent; frames the next chunk needs at least; when the
+        # listener's audio ends (inf: not started, or chunks not adaptive)
+        self.unsent, self.need = np.zeros(slots, np.int64), np.zeros(slots, np.int64)
+        self.ends = np.full(slots, np.inf)
+
+    def start(self, streams: list) -> None:
+        """Streams that just took their slots."""
+        for s in streams:
+            self._mirror(s)
+
+    def _mirror(self, s) -> None:
+        playout, listener = s.playout, s.playout.listener
+        self.unsent[s.slot], self.need[s.slot] = len(playout.unsent), playout.chunk_size()
+        self.ends[s.slot] = listener.started_at + listener.sent_samples / listener.sample_rate \
+            if listener.started and playout.adaptive else np.inf
 
     def add(self, streams: list, kept: list[bool], copy) -> None:
         for s in itertools.compress(streams, kept):
             s.playout.unread += 1
-        self.in_flight.append((streams, kept, copy))
+        slots = np.fromiter((s.slot for s in itertools.compress(streams, kept)), np.int64)
+        self.in_flight.append((streams, kept, copy, slots))
         self.fresh = True
 
     def drop(self) -> None:
-        for streams, kept, _ in self.in_flight:
+        for streams, kept, _, _ in self.in_flight:
             for s in itertools.compress(streams, kept):
                 s.playout.unread -= 1
         self.in_flight.clear()
@@ -40,30 +58,51 @@ class AudioOut:
         keep = int(self.fresh and self._can_wait(self.in_flight[-1][0], margin))
         self.fresh = False
         while len(self.in_flight) > keep:
-            streams, kept, copy = self.in_flight.popleft()
+            streams, kept, copy, slots = self.in_flight.popleft()
             codes, pcm = copy.wait()
             for s, row, audio in itertools.compress(zip(streams, codes, pcm), kept):
                 s.playout.unread -= 1
                 s.playout.unsent.append((row, audio))
+            self.unsent[slots] += 1
         self.send(margin, first)
 
     def send(self, margin: float, first: int = 1, heard_only: bool = False) -> None:
         """`heard_only`: to listeners already playing (a first chunk must outlast the next step's wait)."""
         now = self.clock.monotonic()
-        for s in list(self.scheduler.running):
+        for s in self._candidates(now, margin):
             playout, generated = s.playout, s.finish_reason is not None
             if heard_only and not playout.listener.started or not playout.should_send(now, margin, first, generated):
+                self._mirror(s)
                 continue
             if playout.listener.started and playout.buffered_s(now) <= 0 and s.text.ready():
                 self.dry += 1
             frames = playout.take(first, now)
             final = generated and not playout.unsent and not playout.unread
             start = s.frames - playout.unread - len(playout.unsent) - len(frames)
-            codes = np.stack([f[0] for f in frames]) if frames else np.zeros((0, self.audio.num_codebooks), np.int64)
-            audio = np.concatenate([f[1] for f in frames]) if frames else np.zeros(0, np.float32)
+            codes, audio = self._join(frames)
             chunk = AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,
                                s.finish_reason if final else None, now)
             if final:
                 self.scheduler.finish(s, s.finish_reason, chunk)
             else:
+                self._mirror(s)
                 s.handle.deliver(chunk)
+
+    def _join(self, frames: list) -> tuple[np.ndarray, np.ndarray]:
+        """A chunk's codes [frames, K] and PCM; one frame's are views of the rows read back (never written again)."""
+        if len(frames) == 1:
+            return frames[0][0][None], frames[0][1]
+        if not frames:
+            return np.zeros((0, self.audio.num_codebooks), np.int64), np.zeros(0, np.float32)
+        return np.concatenate([f[0] for f in frames]).reshape(len(frames), -1), np.concatenate([f[1] for f in frames])
+
+    def _candidates(self, now: float, margin: float) -> list:
+        """The running streams that may send: a chunk's frames read, a listener low, or generation over."""
+        running = self.scheduler.running
+        slots = np.fromiter((s.slot for s in running), np.int64, len(running))
+        unsent = self.unsent[slots]
+        may = (unsent >= self.need[slots]) | (unsent > 0) & (self.ends[slots] - now <= margin + 1e-9)
+        for i, s in enumerate(running):
+            if s.finish_reason is not None:
+                may[i] = True
+        return [running[i] for i in np.flatnonzero(may)]

@@ -1,6 +1,5 @@
 """Continuous batching: the one writer of a stream's step state. It plans each step (who joins, who draws a frame,
 who talks), applies the step's results, and ends streams."""
-import itertools
 from collections import deque
 
 from engine.core.admission_queue import AdmissionQueue
@@ -123,8 +122,6 @@ class Scheduler:
         and the frames decoded. Returns which of `plan.ready` made a frame."""
         for seq, error in plan.rejected:
             self.finish(seq, "error", error)
-        for s in plan.ready:
-            s.frame_started = False
         for s, c in zip(talked, ids):
             if s.status is not Status.RUNNING:
                 continue
@@ -134,30 +131,32 @@ class Scheduler:
             elif c == FAULT:
                 self.finish(s, "error", EngineInputError("generation_failed", "the model's output for this "
                             "request went non-finite (NaN/Inf); it was ended, other streams go on"))
-        kept = [s.finish_reason is None for s in plan.ready]              # an EOS stream's frame was not a frame
-        for s in itertools.compress(plan.ready, kept):
-            s.frames += 1
-            if s.frames >= s.max_frames:
-                s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
+        kept = []
+        for s in plan.ready:
+            s.frame_started = False
+            kept.append(s.finish_reason is None)              # an EOS stream's frame was not a frame
+            if kept[-1]:
+                s.frames += 1
+                if s.frames >= s.max_frames:
+                    s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         return kept
 
     def schedule_talk(self, plan: Plan) -> Talk:
         """Who feeds a text id and draws the next frame's first code; a KV block each may need."""
-        talk, model = plan.talk, self.model
+        talk, kv, max_context, pad, eos = plan.talk, self.kv, self.max_context, self.model.text_pad, self.model.text_eos
         for s in self.running:
             if s.frame_started or s.finish_reason:
                 continue
-            if s.kv.num_tokens + 1 > self.max_context:
+            if s.kv.num_tokens + 1 > max_context:
                 s.finish_reason = "length"
                 continue
-            if not self.kv.can_append(s, 1):
+            if not kv.room_for_one(s):
                 talk.stalled.append(s)
                 continue
-            text_id = s.text.next_id(model.text_pad, model.text_eos)
-            if text_id is None:
+            if not s.text.ready():
                 continue
-            talk.add(s, text_id, s.kv.num_tokens, s.eos_allowed)
-            self.kv.append(s, 1)
+            talk.add(s, s.text.next_id(pad, eos), s.kv.num_tokens, s.eos_allowed)
+            kv.append_one(s)
             s.frames_started += 1
             s.frame_started = True
         if talk.stalled and not talk.seqs and not plan.ready:  # no stream can free a block: the youngest gives its own

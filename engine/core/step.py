@@ -71,6 +71,7 @@ class Step:
             sched.schedule(plan, self.clock.monotonic())
             if plan.admitted:
                 runner.start(plan.admitted)
+                self.audio.start(plan.admitted)
                 runner.prefill(plan.admitted, plan.prompts)
             plan.prefilled = True
         frames = None

@@ -1,0 +1,19 @@
+"""bench/host_bench.py at a tiny size: the engine's real path over the hollow model streams every context to its end."""
+from types import SimpleNamespace
+
+from bench.host_bench import run_level
+
+
+def test_host_bench_streams_every_context_through_and_profiles_the_engine_path():
+    args = SimpleNamespace(dummy="tiny", piece=4, every_ms=15.0, step_ms=60.0, max_chars=40, kv_tokens=640,
+                           warmup=2, steps=60, profile=40)
+    row = run_level(8, args)
+    assert row["errors"] == [] and row["steps"] == 60
+    assert set(row["ended"]) == {"eos"} and row["ended"]["eos"] >= 8     # spoken to the end, then replaced
+    assert row["running_mean"] > 4 and row["host_ms_per_step_mean"] > 0
+    assert any("output.py" in f["where"] for f in row["profile"])
+
+
+def test_the_c_library_keeps_chunk_memory_on_the_heap():
+    from engine.core.host_heap import keep_heap
+    assert keep_heap()            # glibc took both thresholds: chunks no longer come from fresh mmaps
