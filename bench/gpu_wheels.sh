@@ -32,7 +32,8 @@ if [ "${1:-}" = replicas ]; then
     exit
 fi
 gateway="starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.4.0 websockets==17.4 anyio==4.16.0 sniffio==1.3.1
-    httpx==0.28.1 httpcore==1.0.9 certifi==2026.5.20 idna==3.20 pyzmq==27.3.0 uvloop==0.23.0 av==18.1.0 py-spy==0.4.3"
+    httpx==0.28.1 httpcore==1.0.9 certifi==2026.5.20 idna==3.20 pyzmq==27.3.0 uvloop==0.23.0 av==18.1.0 py-spy==0.4.3
+    orjson==3.13.0"
 official="qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hub==0.36.2 librosa==0.11.0
     soundfile==0.13.1 cffi==2.0.0 pycparser==3.0 soxr==1.0.0 audioread==3.1.0 lazy_loader==0.6 decorator==5.2.1
     msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2

@@ -40,13 +40,13 @@ class Context:
     def add_text(self, text: str, end: bool = False) -> None:
         self._check_open()
         utterance = self._open_utterance()
-        limit = self.session.gateway.config.max_utterance_chars
-        if utterance.chars + len(text) > limit:
+        n, limit = len(text), self.session.gateway.config.max_utterance_chars
+        if utterance.chars + n > limit:
             raise p.ProtocolError(p.TEXT_TOO_LONG, f"an utterance holds at most {limit} characters: flush to start "
                                                    "the next one", self.id)
-        self._hold(len(text))
-        utterance.chars += len(text)
-        utterance.last_activity = self.clock.monotonic()
+        self._hold(n)
+        utterance.chars += n
+        utterance.last_activity = self.last_activity        # (touched as it was opened)
         self._add_spoken(utterance, self.text.add(text))
         if end:
             return self.close_utterance(p.End(self.id))     # closed before it starts: its engine request is whole
@@ -112,10 +112,10 @@ class Context:
             raise p.ProtocolError(p.CONTEXT_ENDED, "the context was ended; start a new context", self.id)
 
     def _open_utterance(self) -> Utterance:
-        self.touch()
+        now = self.last_activity = self.clock.monotonic()
         if not self.utterances or self.utterances[-1].closer:
             self._hold(1)
-            self.utterances.append(Utterance(last_activity=self.clock.monotonic()))
+            self.utterances.append(Utterance(last_activity=now))
         return self.utterances[-1]
 
     def _hold(self, n: int) -> None:

@@ -1,13 +1,24 @@
 """Protocol schemas, audio conversion and the outbox, without a server."""
 import asyncio
+import json
 
 import numpy as np
+import orjson
 import pytest
 
 from gateway.audio import AudioEncoder, Resampler, mulaw_to_pcm16, to_mulaw, to_pcm16
 from gateway.outbox import Outbox
 from qwen_tts_client import protocol as p
+from qwen_tts_client.protocol import json_frames
 from fake_clock import FakeClock
+
+
+@pytest.fixture(params=["orjson", "json"])
+def piece_parser(request, monkeypatch):
+    """The usual piece read by orjson (the gateway's), or by json (a client package without orjson)."""
+    assert json_frames.piece_loads is orjson.loads
+    if request.param == "json":
+        monkeypatch.setattr(json_frames, "piece_loads", json.loads)
 
 
 @pytest.mark.parametrize("raw, code, context_id", [
@@ -34,7 +45,7 @@ from fake_clock import FakeClock
     ('{"type": "text", "context_id": "' + "x" * 256 + '", "text": "y"}', p.INVALID_MESSAGE, None),
     ('{"type": "text", "context_id": "a", "end": true}', p.INVALID_MESSAGE, "a"),
 ])
-def test_bad_client_messages_get_their_codes(raw, code, context_id):
+def test_bad_client_messages_get_their_codes(raw, code, context_id, piece_parser):
     with pytest.raises(p.ProtocolError) as info:
         p.parse_client(raw)
     assert (info.value.code, info.value.context_id) == (code, context_id)
@@ -46,6 +57,21 @@ def test_client_messages_round_trip():
         assert p.parse_client(p.encode(msg)) == msg
     assert p.parse_client('{"type": "text", "context_id": "a", "text": "x", "future_field": 1}') == p.Text("a", "x")
     assert p.parse_client('{"type": "text", "context_id": "é", "text": "x"}') == p.Text("é", "x")
+
+
+PIECES = ['{"type":"text","context_id":"a","text":"x"}',
+          '{"text":"\\ud83d\\ude00 \\n\\"q\\"\\u00e9","type":"text","context_id":"é"}',
+          ' { "type" : "text" , "context_id" : "\\u0061" , "text" : "" } ',
+          '{"type":"text","context_id":"a","text":"x","text":"y"}',
+          '{"type":"text","context_id":"a","text":"x","context_id":"b"}',
+          '{"type":"text","context_id":"a","text":"\\u2028\\t"}']
+
+
+def test_pieces_parse_alike_by_orjson_and_json(monkeypatch):
+    by_orjson = [p.parse_client(raw) for raw in PIECES]
+    monkeypatch.setattr(json_frames, "piece_loads", json.loads)
+    assert [p.parse_client(raw) for raw in PIECES] == by_orjson
+    assert by_orjson[1] == p.Text("é", '\U0001f600 \n"q"é') and by_orjson[3:5] == [p.Text("a", "y"), p.Text("b", "x")]
 
 
 def test_client_messages_hold_only_fields_that_differ_from_their_defaults():

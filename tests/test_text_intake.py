@@ -63,16 +63,16 @@ def test_tail_tokenization_commits_what_the_whole_text_does_at_every_step(stream
 
 
 class CountingTokenizer:
-    """The engine's `tokenizers.Tokenizer`, counting the characters it is given."""
+    """The engine's `tokenizers.Tokenizer`, counting the characters and the texts it is given."""
 
     def __init__(self, tok):
-        self.tok, self.chars, self.calls = tok, 0, 0
+        self.tok, self.chars, self.texts = tok, 0, 0
 
     def encode(self, text, **kwargs):
         return self.encode_batch([text], **kwargs)[0]
 
     def encode_batch(self, texts, **kwargs):
-        self.chars, self.calls = self.chars + sum(map(len, texts)), self.calls + 1
+        self.chars, self.texts = self.chars + sum(map(len, texts)), self.texts + len(texts)
         return self.tok.encode_batch(texts, **kwargs)
 
 
@@ -106,7 +106,7 @@ def test_appends_queued_together_are_tokenized_once_after_the_inbox():
         engine.append_text(streamed.id, piece)
     whole = engine.submit(SynthesisRequest(text="A new request behind the appends."))
     engine.thread.drain()
-    assert counting.calls == 1                    # both streams, every piece: one batched call after the inbox
+    assert counting.texts == 2                    # every piece after the inbox: one text a stream, not one a piece
     assert [engine.thread.seqs[h.id].text.num_text_ids > 0 for h in (streamed, whole)] == [True, True]
 
 

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from engine.models.qwen3_tts.config import ASSETS
-from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
+from engine.models.qwen3_tts.text_tokenizer import SERIAL_BATCH, TextTokenizer
 
 CORPUS = [
     "Hello, world! This is a test.",
@@ -158,3 +158,14 @@ def test_final_tokens_commit_early_and_hold_unsettled_tails(ours):
     assert ours.final_count("天気か", False) == 1                        # "か" may yet be "が", and "気が" is one token
     assert ours.final_count("好，:", False) == 1                         # ":" may yet lead a word (":A"), "，:" may not
     assert ours.final_count("Hello world", True) == len(ours.encode("Hello world"))
+
+
+def test_small_batches_split_as_the_pool_does(ours):
+    """Up to SERIAL_BATCH texts are encoded on the caller's thread, more by the tokenizers' pool: the same splits."""
+    texts = [text[:cut] for text in CORPUS for cut in (len(text) // 3, len(text))]
+    closed = [i % 3 == 0 for i in range(len(texts))]
+    assert len(texts) > SERIAL_BATCH
+    pooled = ours.split_final_batch(texts, closed)
+    serial = [split for i in range(0, len(texts), 8)
+              for split in ours.split_final_batch(texts[i:i + 8], closed[i:i + 8])]
+    assert serial == pooled and any(count < len(ids) for ids, count, _ in pooled)

@@ -25,6 +25,8 @@ class Validator:
             raise EngineInputError("invalid_request", "text must be a string")
         if len(text) > self.max_text_chars:
             raise EngineInputError("text_too_long", f"text is longer than {self.max_text_chars} characters")
+        if text.isascii():
+            return
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:

@@ -22,6 +22,7 @@ CJK = re.compile("[\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u
                  "\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]")
 CJK_LOOKAHEAD = 4       # characters after a boundary inside a run: the longest ideograph token's length
 ANY_LOOKAHEAD = 24      # the same for any other run with no boundary (a long compound, a run of symbols)
+SERIAL_BATCH = 32       # texts a batch encodes on this thread: fewer cannot pay for waking (and spinning) rayon's pool
 SHARED: dict = {}      # vocab and merges (the aligner's are the TTS model's), with control tokens or not -> built
 
 
@@ -117,7 +118,8 @@ class TextTokenizer:
         return ids[:count], cut
 
     def split_final_batch(self, texts: list[str], closed: list[bool]) -> list[tuple[list[int], int, int]]:
-        encodings = self._tok.encode_batch(texts, add_special_tokens=False)
+        encodings = self._tok.encode_batch(texts, add_special_tokens=False) if len(texts) > SERIAL_BATCH else \
+            [self._tok.encode(text, add_special_tokens=False) for text in texts]
         return [self._split(enc, text, c) for enc, text, c in zip(encodings, texts, closed)]
 
     def _split(self, enc, text: str, closed: bool) -> tuple[list[int], int, int]:
