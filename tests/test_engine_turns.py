@@ -59,6 +59,9 @@ def test_a_turn_stuck_on_the_host_holds_the_engine_back_at_most_the_timeout():
         time.sleep(0.001)
     assert gate.give("step") is None                     # back while the turn is still stuck
     assert gate.stats["late"] == 1 and thread.is_alive()
+    for _ in range(3):                                   # and no later step waits for it again
+        assert gate.close() is None
+    assert gate.stats["late"] == 1 and gate.stats["engine_wait_s"] < 0.4 and thread.is_alive()
     release.set()
     thread.join()
 

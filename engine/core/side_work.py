@@ -13,7 +13,7 @@ class Turn:
         self.gate, self.given, self.after = gate, given, after
         self.budget_s = budget_s
         self.done = self.started = None
-        self.ended = False
+        self.ended = self.late = False
 
     def end(self, done=None, started=None) -> None:
         self.gate._end(self, done, started)
@@ -75,10 +75,10 @@ class SideWork:
             self._cv.notify_all()
 
     def close(self):
-        """Before a step: returns what the step must follow."""
+        """Before a step: returns what the step must follow. A turn already late holds back no further step."""
         with self._cv:
             self.open = False
-            return self._wait(self._current)
+            return None if self._current is not None and self._current.late else self._wait(self._current)
 
     def planned(self, step_s: float, most_s: float = float("inf")) -> float:
         """After each step (`step_s`: its time, turns included; `most_s`: the longest turn the listeners allow now):
@@ -121,6 +121,7 @@ class SideWork:
         self.stats["engine_wait_s"] += time.perf_counter() - t0
         if not ended:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
+            turn.late = turn.late or timeout_s is None       # past the whole timeout, not a launch's spare time
             return None
         return turn.done
 
