@@ -27,9 +27,6 @@ class PagedKVCache:
     def _blocks(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
-    def blocks_needed(self, seq, new_tokens: int) -> int:
-        return max(0, self._blocks(seq.kv.num_tokens + new_tokens) - len(seq.kv.block_table))
-
     def available(self) -> int:
         return len(self.free_blocks) + self.prefixes.idle_blocks
 
@@ -39,20 +36,17 @@ class PagedKVCache:
         return [self.free_blocks.popleft() for _ in range(n)]
 
     def append(self, seq, new_tokens: int) -> None:
-        """Counts the tokens in, with the blocks they need."""
-        seq.kv.block_table += self._take(self.blocks_needed(seq, new_tokens))
-        seq.kv.num_tokens += new_tokens
+        """Counts the tokens in, with the blocks they need (called for every talking stream at every step)."""
+        kv = seq.kv
+        missing = self._blocks(kv.num_tokens + new_tokens) - len(kv.block_table)
+        if missing > 0:
+            kv.block_table += self._take(missing)
+        kv.num_tokens += new_tokens
 
     def room_for_one(self, seq) -> bool:
         """Whether one more token fits: in a block it holds, or a free one (asked of every stream at every step)."""
         kv = seq.kv
         return kv.num_tokens < len(kv.block_table) * self.block_size or self.available() > 0
-
-    def append_one(self, seq) -> None:
-        kv = seq.kv
-        if kv.num_tokens >= len(kv.block_table) * self.block_size:
-            kv.block_table += self._take(1)
-        kv.num_tokens += 1
 
     def _own_blocks(self, prompt) -> int:
         return self._blocks(prompt.length + 1) - prompt.prefix.length // self.block_size

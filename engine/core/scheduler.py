@@ -156,7 +156,7 @@ class Scheduler:
             if not s.text.ready():
                 continue
             talk.add(s, s.text.next_id(pad, eos), s.kv.num_tokens, s.eos_allowed)
-            kv.append_one(s)
+            kv.append(s, 1)
             s.frames_started += 1
             s.frame_started = True
         if talk.stalled and not talk.seqs and not plan.ready:  # no stream can free a block: the youngest gives its own
