@@ -112,10 +112,10 @@ class Context:
             raise p.ProtocolError(p.CONTEXT_ENDED, "the context was ended; start a new context", self.id)
 
     def _open_utterance(self) -> Utterance:
-        now = self.last_activity = self.clock.monotonic()
+        self.touch()
         if not self.utterances or self.utterances[-1].closer:
             self._hold(1)
-            self.utterances.append(Utterance(last_activity=now))
+            self.utterances.append(Utterance(last_activity=self.last_activity))
         return self.utterances[-1]
 
     def _hold(self, n: int) -> None:

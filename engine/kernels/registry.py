@@ -54,7 +54,7 @@ def by_shape(fits, kernel, otherwise):
 def codec_conv_ops(choice: str, compiled: bool) -> dict:
     """The codec decoder's conv ops for KernelSettings.codec_conv."""
     if choice == "cudnn":
-        return dict(conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
+        return {op: TORCH[op] for op in ("conv", "trans_conv")}
     depthwise = torch.compile(conv.depthwise, dynamic=True) if compiled else conv.depthwise
     return dict(conv=by_shape(conv.grouped, depthwise, conv.conv_matmul), trans_conv=conv.trans_conv_matmul)
 
