@@ -19,6 +19,7 @@ from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
 TURNS = 2.5               # a batch's forward spans about this many planned turns (its first slice, up to 30%, fits one)
+QUEUED_S = 0.5            # a job that waited longer for its batch waited behind other work: the aligner is behind
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -144,11 +145,12 @@ class AlignmentService:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
         waits = [self.clock.monotonic() - item[4] for item in batch]
         self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
+        queued = {id(item): wait > QUEUED_S for item, wait in zip(batch, waits)}
         groups = deque([batch])
         while groups:
             group = groups.popleft()
             try:
-                self._align(group)
+                self._align(group, [queued[id(item)] for item in group])
             except Exception as exc:
                 reason = f"alignment failed: {exc.__class__.__name__}: {exc}"
                 if len(group) == 1:
@@ -159,7 +161,7 @@ class AlignmentService:
                 log.info("aligner: a batch of %d jobs failed (%s); retried in halves", len(group), reason)
                 groups.extendleft([group[len(group) // 2:], group[:len(group) // 2]])
 
-    def _align(self, batch: list) -> None:
+    def _align(self, batch: list, queued: list[bool]) -> None:
         if not batch:
             return
         audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
@@ -191,8 +193,8 @@ class AlignmentService:
         if measured and len(measured) == len(taken):
             spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
             self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
-        now = self.clock.monotonic()            # how far behind a real-time player its windows' words came
-        self.late_s = max((now - due - len(audio) / self.rate for audio, _, _, due, _ in batch if due is not None),
-                          default=-math.inf)
+        now = self.clock.monotonic()            # how far behind a real-time player the queued windows' words came
+        self.late_s = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, queued)
+                           if due is not None and waited), default=-math.inf)   # late unqueued: the flow, not a backlog
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)

@@ -104,3 +104,29 @@ def test_a_batch_retried_in_halves_counts_its_jobs_wait_once():
         service.close()
     assert aligner.batches == [5, 2, 3, 1, 2] and service.stats["split"] == 2
     assert service.stats["queued_seconds"] == 5 * 2.0
+
+
+def test_only_words_that_waited_behind_other_work_count_as_the_aligner_being_behind():
+    """An utterance's opening window is due as its audio starts playing, so its words come late however idle the
+    aligner is: that lateness must not refuse new contexts words; a late job that waited behind another batch does."""
+    from concurrent.futures import Future
+
+    from fake_clock import FakeClock
+
+    class Slow(StandIn):
+        def align_units(self, items, sample_rate, turn=None):
+            clock.advance(0.3)                             # the forward, on the fake clock
+            return super().align_units(items, sample_rate, turn)
+
+    clock = FakeClock()
+    service = AlignmentService(Slow(), gather=0, clock=clock)
+    opening = (*job(0.64), Future(), clock.monotonic(), clock.monotonic())      # due as it is submitted
+    opening[2].set_running_or_notify_cancel()
+    clock.advance(0.05)
+    service._isolated([opening])
+    assert service.late_s == float("-inf")                 # 0.3 s after its due: late, but it never waited
+    waited = (*job(0.64), Future(), clock.monotonic() + 0.2, clock.monotonic())
+    waited[2].set_running_or_notify_cancel()
+    clock.advance(0.8)                                     # behind another batch
+    service._isolated([waited])
+    assert service.late_s > -1.0 and "behind" in service.admission.admit(0.0, 1.0, service.late_s)
