@@ -1,5 +1,5 @@
-"""The few-row layer kernels (engine/kernels/few_row_layer.py), the predictor's dense attention kernel and the row
-sampler (engine/kernels/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
+"""The few-row layer kernels (engine/kernels/few_row_layer.py), the predictor's dense attention kernel, the codec
+transformer's ring attention and the row sampler (engine/kernels/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
 check covers bf16). Skipped where Triton is not installed."""
 import os
 import subprocess
@@ -69,7 +69,25 @@ for greedy, temp, k, p in ((False, 0.9, 50, 1.0), (False, 1.3, 0, 0.8), (False, 
 """
 
 
-@pytest.mark.parametrize("script", [SCRIPT, SAMPLER], ids=["layers", "sampler"])
+RING = r"""
+import torch
+from engine.kernels import ring_attention as ra
+torch.manual_seed(0)
+slots_n, heads, w, d = 6, 3, 72, 64             # the codec transformer's window: 72 ring entries, padded to 128
+for positions in ([0, 5, 71], [72, 300, 143], [1, 71, 72]):    # filling, wrapped, at the edges
+    b = len(positions)
+    keys, values = torch.randn(slots_n, heads, w, d), torch.randn(slots_n, heads, w, d)
+    q, k, v = (torch.randn(b, heads, d) for _ in range(3))
+    slots, pos = torch.tensor([4, 0, 2]), torch.tensor(positions)
+    want_k, want_v = keys.clone(), values.clone()
+    want = ra.ring_attention_torch(q, k, v, want_k, want_v, slots, pos, d ** -0.5)
+    got = ra.ring_attention(q, k, v, keys, values, slots, pos, d ** -0.5)
+    assert (got - want).abs().max() < 1e-5 * want.abs().max(), positions
+    assert torch.equal(keys, want_k) and torch.equal(values, want_v)
+"""
+
+
+@pytest.mark.parametrize("script", [SCRIPT, SAMPLER, RING], ids=["layers", "sampler", "ring"])
 def test_kernels_match_the_torch_code_in_the_interpreter(script):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention, row_copy, row_sampler,
-                            sampling, snake)
+from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention, ring_attention,
+                            row_copy, row_sampler, sampling, snake)
 
 log = logging.getLogger("qwen_tts_engine")
 
@@ -16,7 +16,8 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
              snake_after=layer_math.snake_after, sample_rows=sampling.sample_rows,
              process_talker_logits=sampling.process_talker_logits,
              paged_attention=paged_attention.paged_attention_torch,
-             dense_attention=dense_attention.dense_attention_torch, write_rows=row_copy.write_rows_torch,
+             dense_attention=dense_attention.dense_attention_torch,
+             ring_attention=ring_attention.ring_attention_torch, write_rows=row_copy.write_rows_torch,
              conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
 CODEC_CONVS = ("cudnn", "gemm")
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
@@ -75,6 +76,8 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("paged_attention", paged_attention.paged_attention, "triton")
             use("dense_attention", by_shape(dense_attention.fits, dense_attention.dense_attention,
                                             dense_attention.dense_attention_torch), "triton|torch")
+            use("ring_attention", by_shape(ring_attention.fits, ring_attention.ring_attention,
+                                           ring_attention.ring_attention_torch), "triton|torch")
     if gpu and settings.compile:
         # one function serves several widths and strides
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)

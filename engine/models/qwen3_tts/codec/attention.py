@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.kernels.registry import ops
 from engine.models.qwen3_tts.codec.layers import Stateful
 
 
@@ -31,7 +32,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 class Attention(Stateful):
-    """With a `window`, each stream's last window-1 keys/values live in a ring."""
+    """With a `window`, each stream's last `window` keys/values live in a ring (entry: position % window)."""
 
     def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool = False,
                  window: int | None = None):
@@ -42,19 +43,24 @@ class Attention(Stateful):
         self.k_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=bias)
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=bias)
-        self.cached = window - 1 if window else 0
+        self.cached = window or 0
         if self.cached:
             self.add_state("keys", (num_kv_heads, self.cached, head_dim))
             self.add_state("values", (num_kv_heads, self.cached, head_dim))
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                slots: torch.Tensor | None, ring: torch.Tensor | None = None) -> torch.Tensor:
-        """mask [B, 1, T, cached + T] (ring frames first); ring [B, T]: each new frame's ring slot."""
+                slots: torch.Tensor | None, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """mask [B, 1, T, cached + T] (ring frames first); positions [B, T]: the new frames'."""
         batch, frames, _ = x.shape
         q, k, v = (proj(x).view(batch, frames, -1, self.head_dim).transpose(1, 2)
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if self.cached and frames == 1 and slots is not None and not self.grouped:    # a step: the ring in place
+            out = ops.ring_attention(*(t.reshape(batch, -1, self.head_dim) for t in (q, k, v)), self.keys,
+                                     self.values, slots, positions[:, 0], self.head_dim ** -0.5)
+            return self.o_proj(out.reshape(batch, 1, -1))
         if self.cached:
+            ring = positions % self.cached
             k, v = (self._remember(name, slots, new, ring) for name, new in (("keys", k), ("values", v)))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.grouped)
         return self.o_proj(out.transpose(1, 2).reshape(batch, frames, -1))

@@ -60,8 +60,8 @@ class TransformerLayer(nn.Module):
         self.self_attn_layer_scale = LayerScale(dim)
         self.mlp_layer_scale = LayerScale(dim)
 
-    def forward(self, x, cos, sin, mask, slots, ring=None):
-        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), cos, sin, mask, slots, ring))
+    def forward(self, x, cos, sin, mask, slots, positions=None):
+        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), cos, sin, mask, slots, positions))
         return x + self.mlp_layer_scale(self.mlp(self.post_attention_layernorm(x)))
 
 
@@ -85,11 +85,11 @@ class DecoderTransformer(Stateful):
         x = self.input_proj(x)
         start = self.read_state("position", slots, x)
         query_pos = start[:, None] + torch.arange(x.shape[1], device=x.device)
-        size = self.window - 1                               # ring slot j holds the last frame before start ≡ j
+        size = self.window                                   # ring entry j holds the last frame before start ≡ j
         ring_pos = start[:, None] - 1 - (start[:, None] - 1 - torch.arange(size, device=x.device)) % size
         mask = attention_mask(query_pos, torch.cat([ring_pos, query_pos], dim=1), self.window)
         cos, sin = rope_cos_sin(query_pos, rope_inv_freq(self.head_dim, self.rope_theta, x.device), x.dtype)
         for layer in self.layers:
-            x = layer(x, cos, sin, mask, slots, query_pos % size)
+            x = layer(x, cos, sin, mask, slots, query_pos)
         self.write_state("position", slots, start + x.shape[1])
         return self.output_proj(self.norm(x))
