@@ -12,7 +12,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
-from engine.kernels import dense_attention, few_row_layer, layer_math, paged_attention, row_sampler, sampling, snake  # noqa: E402
+from engine.kernels import (dense_attention, few_row_layer, layer_math, paged_attention, ring_attention,  # noqa: E402
+                            row_sampler, sampling, snake)
 from engine.kernels.registry import KernelSettings  # noqa: E402
 from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
 
@@ -81,6 +82,23 @@ def check_few_row_layer() -> None:
                 worst[name] = max(worst.get(name, 0.0), err)
         print(f"few-row layer kernels {dtype}: relative error {({k: f'{v:.1e}' for k, v in worst.items()})}")
         assert max(worst.values()) < (1e-5 if dtype == torch.float32 else 1e-2)
+
+
+def check_ring() -> None:
+    """The codec transformer's ring attention against its torch code: 1,024 streams filling, full and wrapped."""
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        b, heads, w, d = 1024, 16, 72, 64
+        keys, values = (torch.randn(b + 1, heads, w, d, device="cuda", dtype=dtype) for _ in range(2))
+        q, k, v = (torch.randn(b, heads, d, device="cuda", dtype=dtype) for _ in range(3))
+        slots, pos = torch.randperm(b + 1, device="cuda")[:b], torch.randint(0, 500, (b,), device="cuda")
+        want_k, want_v = keys.float(), values.float()       # copies
+        want = ring_attention.ring_attention_torch(q.float(), k.float(), v.float(), want_k, want_v, slots, pos,
+                                                   d ** -0.5)
+        got = ring_attention.ring_attention(q, k, v, keys, values, slots, pos, d ** -0.5).float()
+        err = ((got - want).norm() / want.norm()).item()
+        print(f"ring attention {dtype}: relative error {err:.2e}")
+        assert err < (1e-5 if dtype == torch.float32 else 1e-2) and torch.equal(keys.float(), want_k)
 
 
 def check_sampler() -> None:
@@ -181,6 +199,7 @@ if __name__ == "__main__":
     check_snake()
     check_few_row_layer()
     check_sampler()
+    check_ring()
     dtypes = [a for a in sys.argv[1:] if a in ("float32", "bfloat16")] or ["float32", "bfloat16"]
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)
     models = [a for a in sys.argv[1:] if a in ("1.7B-CustomVoice", "1.7B-Base")] or ["1.7B-CustomVoice", "1.7B-Base"]
