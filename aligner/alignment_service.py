@@ -145,12 +145,12 @@ class AlignmentService:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
         waits = [self.clock.monotonic() - item[4] for item in batch]
         self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
-        queued = {id(item): wait > QUEUED_S for item, wait in zip(batch, waits)}
-        groups = deque([batch])
+        groups, late = deque([batch]), []
         while groups:
             group = groups.popleft()
+            start = self.clock.monotonic()                        # a retried half waited behind the failed try
             try:
-                self._align(group, [queued[id(item)] for item in group])
+                late.append(self._align(group, [start - item[4] > QUEUED_S for item in group]))
             except Exception as exc:
                 reason = f"alignment failed: {exc.__class__.__name__}: {exc}"
                 if len(group) == 1:
@@ -160,10 +160,13 @@ class AlignmentService:
                 self.stats["split"] += 1
                 log.info("aligner: a batch of %d jobs failed (%s); retried in halves", len(group), reason)
                 groups.extendleft([group[len(group) // 2:], group[:len(group) // 2]])
+        if late:
+            self.late_s = max(late)
 
-    def _align(self, batch: list, queued: list[bool]) -> None:
+    def _align(self, batch: list, queued: list[bool]) -> float:
+        """-> how far behind a real-time player the words of its jobs that waited in the queue came."""
         if not batch:
-            return
+            return -math.inf
         audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
@@ -193,8 +196,9 @@ class AlignmentService:
         if measured and len(measured) == len(taken):
             spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
             self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
-        now = self.clock.monotonic()            # how far behind a real-time player the queued windows' words came
-        self.late_s = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, queued)
-                           if due is not None and waited), default=-math.inf)   # late unqueued: the flow, not a backlog
+        now = self.clock.monotonic()            # late without a wait (an utterance's opening): the flow, not a backlog
+        late = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, queued)
+                    if due is not None and waited), default=-math.inf)
         for (_, _, future, *_), result in zip(batch, results):
             future.set_result(result)
+        return late

@@ -92,7 +92,7 @@ def check_ring() -> None:
         keys, values = (torch.randn(b + 1, heads, w, d, device="cuda", dtype=dtype) for _ in range(2))
         q, k, v = (torch.randn(b, heads, d, device="cuda", dtype=dtype) for _ in range(3))
         slots, pos = torch.randperm(b + 1, device="cuda")[:b], torch.randint(0, 500, (b,), device="cuda")
-        want_k, want_v = keys.float(), values.float()       # copies
+        want_k, want_v = keys.float().clone(), values.float().clone()
         want = ring_attention.ring_attention_torch(q.float(), k.float(), v.float(), want_k, want_v, slots, pos,
                                                    d ** -0.5)
         got = ring_attention.ring_attention(q, k, v, keys, values, slots, pos, d ** -0.5).float()

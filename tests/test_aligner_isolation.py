@@ -108,25 +108,40 @@ def test_a_batch_retried_in_halves_counts_its_jobs_wait_once():
 
 def test_only_words_that_waited_behind_other_work_count_as_the_aligner_being_behind():
     """An utterance's opening window is due as its audio starts playing, so its words come late however idle the
-    aligner is: that lateness must not refuse new contexts words; a late job that waited behind another batch does."""
+    aligner is: that lateness must not refuse new contexts words; a late job that waited behind other work does,
+    in whichever place of its batch, and so do the halves of a failed batch, retried after it."""
     from concurrent.futures import Future
 
     from fake_clock import FakeClock
 
-    class Slow(StandIn):
+    class Slow(Recording):
+        def __init__(self, forward_s: float, limit: int | None = None):
+            super().__init__(limit)
+            self.forward_s = forward_s
+
         def align_units(self, items, sample_rate, turn=None):
-            clock.advance(0.3)                             # the forward, on the fake clock
+            clock.advance(self.forward_s)                  # the forward, on the fake clock
             return super().align_units(items, sample_rate, turn)
 
+    def submitted(due_in: float):
+        item = (*job(0.64), Future(), clock.monotonic() + due_in, clock.monotonic())
+        item[2].set_running_or_notify_cancel()
+        return item
+
     clock = FakeClock()
-    service = AlignmentService(Slow(), gather=0, clock=clock)
-    opening = (*job(0.64), Future(), clock.monotonic(), clock.monotonic())      # due as it is submitted
-    opening[2].set_running_or_notify_cancel()
+    service = AlignmentService(Slow(0.3), gather=0, clock=clock)
+    opening = submitted(0.0)                               # due as it is submitted
     clock.advance(0.05)
     service._isolated([opening])
-    assert service.late_s == float("-inf")                 # 0.3 s after its due: late, but it never waited
-    waited = (*job(0.64), Future(), clock.monotonic() + 0.2, clock.monotonic())
-    waited[2].set_running_or_notify_cancel()
-    clock.advance(0.8)                                     # behind another batch
-    service._isolated([waited])
-    assert service.late_s > -1.0 and "behind" in service.admission.admit(0.0, 1.0, service.late_s)
+    assert service.late_s == float("-inf")                 # 0.35 s after its due, yet it never waited
+    for first_waited in (True, False):                     # one job waited behind another batch, one did not
+        waited, fresh = submitted(0.2), None
+        clock.advance(0.8)
+        fresh = submitted(5.0)
+        service._isolated([waited, fresh] if first_waited else [fresh, waited])
+        assert -1.0 < service.late_s < 1.0 and "behind" in service.admission.admit(0.0, 1.0, service.late_s)
+    service = AlignmentService(Slow(2.0, limit=1), gather=0, clock=clock)    # a batch fails after 2 s, halves pass
+    pair = [submitted(0.3), submitted(0.3)]
+    clock.advance(0.1)
+    service._isolated(pair)
+    assert service.aligner.batches == [2, 1, 1] and service.late_s > 0      # the halves waited behind the failure
