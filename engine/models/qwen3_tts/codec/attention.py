@@ -48,14 +48,15 @@ class Attention(Stateful):
             self.add_state("keys", (num_kv_heads, self.cached, head_dim))
             self.add_state("values", (num_kv_heads, self.cached, head_dim))
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
                 slots: torch.Tensor | None, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """mask [B, 1, T, cached + T] (ring frames first); positions [B, T]: the new frames'."""
+        """mask [B, 1, T, cached + T] (ring frames first), or None: one new frame a stream, attended in its ring in
+        place; positions [B, T]: the new frames'."""
         batch, frames, _ = x.shape
         q, k, v = (proj(x).view(batch, frames, -1, self.head_dim).transpose(1, 2)
                    for proj in (self.q_proj, self.k_proj, self.v_proj))
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        if self.cached and frames == 1 and slots is not None and not self.grouped:    # a step: the ring in place
+        if mask is None:
             out = ops.ring_attention(*(t.reshape(batch, -1, self.head_dim) for t in (q, k, v)), self.keys,
                                      self.values, slots, positions[:, 0], self.head_dim ** -0.5)
             return self.o_proj(out.reshape(batch, 1, -1))

@@ -85,9 +85,11 @@ class DecoderTransformer(Stateful):
         x = self.input_proj(x)
         start = self.read_state("position", slots, x)
         query_pos = start[:, None] + torch.arange(x.shape[1], device=x.device)
-        size = self.window                                   # ring entry j holds the last frame before start ≡ j
-        ring_pos = start[:, None] - 1 - (start[:, None] - 1 - torch.arange(size, device=x.device)) % size
-        mask = attention_mask(query_pos, torch.cat([ring_pos, query_pos], dim=1), self.window)
+        mask = None                                          # a step: each layer attends in its ring in place
+        if x.shape[1] > 1 or slots is None or self.layers[0].self_attn.grouped:
+            size = self.window                               # ring entry j holds the last frame before start ≡ j
+            ring_pos = start[:, None] - 1 - (start[:, None] - 1 - torch.arange(size, device=x.device)) % size
+            mask = attention_mask(query_pos, torch.cat([ring_pos, query_pos], dim=1), self.window)
         cos, sin = rope_cos_sin(query_pos, rope_inv_freq(self.head_dim, self.rope_theta, x.device), x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin, mask, slots, query_pos)
