@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams  # noqa: E402
-from engine.core.graphs import buckets_up_to  # noqa: E402
+from engine.core.graphs import decode_buckets_up_to  # noqa: E402
 from engine.kernels.registry import CODEC_CONVS, KernelSettings, codec_conv_ops, ops  # noqa: E402
 from bench.conv_shapes import decode_conv_shapes  # noqa: E402
 from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
@@ -78,13 +78,13 @@ def eager_calls(r, b: int, context: int) -> dict:
     return {name: eager(name) for name in graphed}
 
 
-def kernel_table(name: str, fn, top: int = 12) -> dict:
-    """Kernels one call of a stage launches: count, their summed GPU time, and the costliest by name (printed and
-    returned)."""
+def kernel_table(name: str, fn, top: int = 20) -> dict:
+    """Kernels one call of a stage launches: count, their summed GPU time, and the costliest by name, then the ops
+    (with their input shapes) that launched the costliest (printed and returned)."""
     from torch.profiler import ProfilerActivity, profile
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
         fn()
         torch.cuda.synchronize()
     rows = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.count]
@@ -95,7 +95,15 @@ def kernel_table(name: str, fn, top: int = 12) -> dict:
                  sorted(rows, key=lambda e: -e.self_device_time_total)[:top]]
     for count, us, key in costliest:
         print(f"   {count:5d} x {us:7.1f} us  {key[:90]}")
-    return dict(kernels=kernels, ms=total_ms, costliest=[dict(count=c, us=us, name=k) for c, us, k in costliest])
+    launched = sorted((e for e in prof.key_averages(group_by_input_shape=True)
+                       if e.device_type.name == "CPU" and e.self_device_time_total > 0),
+                      key=lambda e: -e.self_device_time_total)[:top]
+    print("   launched by:")
+    for e in launched:
+        print(f"   {e.count:5d} x {e.self_device_time_total / e.count:7.1f} us  {e.key[:40]} {str(e.input_shapes)[:110]}")
+    return dict(kernels=kernels, ms=total_ms, costliest=[dict(count=c, us=us, name=k) for c, us, k in costliest],
+                ops=[dict(count=e.count, us=e.self_device_time_total / e.count, name=e.key,
+                          shapes=str(e.input_shapes)) for e in launched])
 
 
 def capture_s(calls) -> float:
@@ -168,7 +176,7 @@ def main(argv=None) -> dict:
             print(f"{b:5d} {steps[b]['predict']:8.2f} {steps[b]['talk']:5.2f}  {conv:>10s} {d['ms'][b]:7.2f} "
                   f"{total:6.2f}  | {1000 * total / b:8.1f}            | {d['capture_s'].get(b, 0):16.2f}  "
                   f"{d['cudnn_conv_shapes'][b]:12d}", flush=True)
-    buckets = buckets_up_to(args.max_active)
+    buckets = decode_buckets_up_to(args.max_active)
     print(f"cuDNN conv shapes a start-up searches at --max-active {args.max_active} ({len(buckets)} decode graphs): " +
           ", ".join(f"{conv} {sum(decode_conv_shapes(engine.model.cfg.codec, b, conv) for b in buckets)}"
                     for conv in args.codec_conv))

@@ -8,7 +8,7 @@ import torch
 
 from bench.startup_bench import phases
 from engine import Engine
-from engine.core.graphs import StagedGraphs
+from engine.core.graphs import StagedGraphs, buckets_up_to, decode_buckets_up_to
 from engine.models import load_model
 from engine.models.qwen3_tts.model import Codec, TTSModel
 from engine.models.qwen3_tts.text_tokenizer import SHARED, TextTokenizer
@@ -53,10 +53,23 @@ def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypat
     seconds, counts = runner.capture_all()
     assert max(bucket for stage, bucket in captured if stage is not runner.prefill_stage) == reach
     per_stage = len(runner.predict_stage.buckets)
-    assert counts == dict(predict=2 * per_stage, talk=2 * per_stage, first=2 * per_stage, decode=per_stage,
+    assert counts == dict(predict=2 * per_stage, talk=2 * per_stage, first=2 * per_stage,
+                          decode=len(runner.decode_stage.buckets),
                           prefill=len(runner.prefill_stage.buckets))
     assert set(seconds) == set(counts)
     assert Engine(model, max_active=64, kv_tokens_per_stream=64).runner.predict_stage.buckets[-1] == 64
+
+
+def test_the_codec_decoder_captures_a_coarser_ladder_that_pads_a_full_engine_little():
+    """Each decode graph costs cuDNN's search at capture: 17 of them at 1,024 streams, not the other stages' 30; past
+    512 streams a batch pads by at most 25%, and at most 2x below (where a decode is cheap)."""
+    assert len(decode_buckets_up_to(1024)) == 17 and len(buckets_up_to(1024)) == 30
+    for most in (100, 600, 1024, 2048):
+        ladder = decode_buckets_up_to(most)
+        assert ladder[-1] == most and ladder == sorted(set(ladder))
+        for batch in range(1, most + 1):
+            bucket = next(b for b in ladder if b >= batch)
+            assert bucket <= (1.25 * batch if batch > 512 else 2 * batch)
 
 
 def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_tokens():

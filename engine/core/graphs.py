@@ -18,10 +18,19 @@ def capture_graph(fn, inputs: list, pool=None, stream=None):
     return graph, out
 
 
-def buckets_up_to(n: int) -> list[int]:
-    sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]
-    sizes += list(range(320, max(n, 256) + 64, 64))     # <= 20% padding
+SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]    # then every 64: <= 20% padding
+# the codec decoder's: each capture runs cuDNN's search (1-3 s), and its time is flat below ~64 streams and small below
+# 512, so padding there costs a step little; every 128 past 512 (<= 25%; near a full engine every bucket is close)
+DECODE_SIZES = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 384, 512]
+
+
+def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]:
+    sizes = sizes + list(range(sizes[-1] + step, max(n, sizes[-1]) + step, step))
     return [b for b in sizes if b < n] + [n]
+
+
+def decode_buckets_up_to(n: int) -> list[int]:
+    return buckets_up_to(n, DECODE_SIZES, 128)
 
 
 class StagedGraphs:

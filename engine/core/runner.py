@@ -6,7 +6,7 @@ from collections import Counter
 
 import torch
 
-from engine.core.graphs import StagedGraphs, buckets_up_to
+from engine.core.graphs import StagedGraphs, buckets_up_to, decode_buckets_up_to
 from engine.core.kv_cache import PagedKVCache
 from engine.core.plan import Talk
 from engine.core.prefill import prefill_runs
@@ -35,7 +35,7 @@ class ModelRunner:
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
         self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs and side_decode else None
         side = self.codec_stream is not None
-        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], buckets, graphs,
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], decode_buckets_up_to(max_active), graphs,
                                          torch.cuda.graph_pool_handle() if side else pool,
                                          torch.cuda.Stream(self.device) if side else None)
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
@@ -63,8 +63,9 @@ class ModelRunner:
     def limit_batch(self, most: int) -> None:
         """No batch grows past `most` streams (what the KV cache admits): larger buckets are never captured."""
         if most < self.scratch:
-            for stage in (self.predict_stage, self.talk_stage, self.decode_stage, self.first_stage):
+            for stage in (self.predict_stage, self.talk_stage, self.first_stage):
                 stage.buckets = buckets_up_to(most)
+            self.decode_stage.buckets = decode_buckets_up_to(most)
 
     @torch.inference_mode()
     def capture_all(self) -> tuple[Counter, Counter]:

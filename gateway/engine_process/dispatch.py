@@ -146,6 +146,9 @@ class Dispatch:
                          aligner_audio_s=self.aligner.stats["audio_seconds"],
                          aligner_refused=self.aligner.stats["refused"],
                          aligner_device_s=self.aligner.stats["device_seconds"], aligner_turns=self.aligner.stats["turns"],
+                         aligner_batches=self.aligner.stats["batches"], aligner_jobs=self.aligner.stats["jobs"],
+                         aligner_queued_s=self.aligner.stats["queued_seconds"],
+                         aligner_turn_wait_s=self.aligner.stats["turn_wait_seconds"],
                          aligner_cost_ms=1000 * self.aligner.cost_per_audio_s() if self.aligner.side_work else 0.0,
                          aligner_capacity=self.aligner.side_work.plan.capacity
                          if self.aligner.side_work and self.aligner.side_work.plan else 0.0)
