@@ -49,6 +49,7 @@ class AlignmentService:
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.pipelined = hasattr(aligner, "launch_units")     # else align_units answers at once: finished inline
         self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
+        self.close_s = 10.0                       # close() waits this long for each thread
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
@@ -91,7 +92,7 @@ class AlignmentService:
     def close(self) -> None:
         if self.thread.is_alive():
             self.jobs.put(None)
-            self.thread.join(timeout=10)
+            self.thread.join(timeout=self.close_s)
         closed = AlignmentUnavailable("the aligner closed before the words were aligned")
         unread = [flight.batch for flight in list(self.finisher.flying.values())]
         for item in [item for batch in unread + self._retried() for item in batch]:
@@ -101,7 +102,7 @@ class AlignmentService:
         while (batch := self._next_batch()) is not None:
             self._isolated(batch, pipelined=self.pipelined)
             self._retry()
-        self.finisher.close(timeout=10)             # every launched batch read; a failed read comes back to retry
+        self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
         self._retry()
 
     def _retry(self) -> None:
