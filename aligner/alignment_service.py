@@ -213,6 +213,7 @@ class AlignmentService:
             self.jobs.put(RETRY)
 
     def _launch(self, batch: list, queued: list[bool]) -> InFlight:
+        """The batch's forward, in the engine's turns, queued on the device (an aligner without launch_units: run)."""
         audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
@@ -248,7 +249,7 @@ class AlignmentService:
     def _record(self, flight: InFlight, read_s: float) -> None:
         """A finished batch's counts, and the device costs learnt from its turns."""
         taken, audio_s = flight.taken, flight.audio_s
-        self.stats["busy_seconds"] += flight.launch_s + read_s
+        self.stats["busy_seconds"] += flight.launch_s + read_s      # a read overlaps the next batch's launch
         self.stats["batches"] += 1
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(flight.batch)
