@@ -1,6 +1,7 @@
 """Word timestamps from one forward: the argmax class at each `<timestamp>` token, times 80 ms."""
 import contextlib
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,14 @@ def repair(values: list[float]) -> list[int]:
     return [int(x) for x in out]
 
 
+@dataclass
+class Launched:
+    """A batch whose forward is queued: its job count, the jobs with units (in the forward's order), the forward."""
+    jobs: int
+    todo: list[int]
+    forward: Forward | None
+
+
 class Aligner:
     def __init__(self, model: AlignerModel, tokenizer: TextTokenizer, name: str, stream=None):
         self.model, self.tokenizer, self.name, self.stream = model, tokenizer, name, stream
@@ -104,10 +113,14 @@ class Aligner:
     def align_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
                     turn=None) -> list[list[tuple[float, float]]]:
         """A batch of (audio, units) -> (start, end) s per unit: one forward, run in `turn`s of the device."""
+        return self.finish(self.launch_units(items, sample_rate, turn))
+
+    def launch_units(self, items: list[tuple[np.ndarray, list[str]]], sample_rate: int = SAMPLE_RATE,
+                     turn=None) -> Launched:
+        """align_units' forward, queued on the device; finish() waits for it and reads the spans."""
         todo = largest_first([i for i, (_, units) in enumerate(items) if units], [len(a) for a, _ in items])
-        out = [[] for _ in items]
         if not todo:
-            return out
+            return Launched(len(items), todo, None)
         audios = [np.asarray(items[i][0], np.float32).reshape(-1) for i in todo]
         if (short := min(resampled_length(len(a), sample_rate) for a in audios)) < HOP:
             raise ValueError(f"audio of {short} samples at 16 kHz is too short to align (at least {HOP})")
@@ -128,9 +141,14 @@ class Aligner:
                 marks and marks[1].record()
                 if now is not None:
                     now.end(*reversed(marks))
-        with self._on_stream():
-            classes = forward.read()                   # on the stream that made them
-        for i, classes in zip(todo, classes):
+        return Launched(len(items), todo, forward)
+
+    def finish(self, launched: Launched) -> list[list[tuple[float, float]]]:
+        """The spans of a launched batch, once its forward's results are on the host (any thread may wait)."""
+        out = [[] for _ in range(launched.jobs)]
+        if launched.forward is None:
+            return out
+        for i, classes in zip(launched.todo, launched.forward.read()):
             ms = repair([c * self.cfg.segment_ms for c in classes])
             out[i] = [(round(ms[2 * k] / 1000.0, 3), round(ms[2 * k + 1] / 1000.0, 3)) for k in range(len(ms) // 2)]
         return out

@@ -1,6 +1,7 @@
-"""The alignment service: one thread batches every context's jobs, most urgent first, run in turns between the engine's
-steps; a failed batch is split until only the job that fails alone loses its words; a new context gets words only
-while the device time planned for them covers its demand."""
+"""The alignment service: one thread batches every context's jobs, most urgent first, and launches their forwards in
+turns between the engine's steps (a second reads each batch's results meanwhile); a failed batch is split until only
+the job that fails alone loses its words; a new context gets words only while the device time planned for them covers
+its demand."""
 import contextlib
 import heapq
 import itertools
@@ -14,12 +15,14 @@ from concurrent.futures import Future
 
 from engine.core.clock import REAL_CLOCK
 
+from .finisher import Finisher, InFlight, settle
 from .stream import RATE
 from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
 TURNS = 2.5               # a batch's forward spans about this many planned turns (its first slice, up to 30%, fits one)
 QUEUED_S = 0.5            # a job that waited longer for its batch waited behind other work: the aligner is behind
+RETRY = object()          # wakes the aligner thread for a batch whose results failed to read
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -44,11 +47,15 @@ class AlignmentService:
         self.waiting: list = []                   # heap of (due, arrival, job): the most urgent first
         self.order, self.stopping = itertools.count(), False
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
+        self.pipelined = hasattr(aligner, "launch_units")     # else align_units answers at once: finished inline
+        self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
+        self.close_s = 10.0                       # close() waits this long for each thread
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
+        self.finisher.start()
         return self
 
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
@@ -85,11 +92,30 @@ class AlignmentService:
     def close(self) -> None:
         if self.thread.is_alive():
             self.jobs.put(None)
-            self.thread.join(timeout=10)
+            self.thread.join(timeout=self.close_s)
+        closed = AlignmentUnavailable("the aligner closed before the words were aligned")
+        unread = [flight.batch for flight in list(self.finisher.flying.values())]
+        for item in [item for batch in unread + self._retried() for item in batch]:
+            settle(item[2], error=closed)           # left only where the device outlived the wait
 
     def _run(self) -> None:
         while (batch := self._next_batch()) is not None:
-            self._isolated(batch)
+            self._isolated(batch, pipelined=self.pipelined)
+            self._retry()
+        self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
+        self._retry()
+
+    def _retry(self) -> None:
+        """Batches whose results failed to read, halved and run here (one thread runs the forwards), read inline."""
+        for batch, exc in self._retried():
+            self._tries(deque(self._split(batch, exc)))
+
+    def _retried(self) -> list:
+        out = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                out.append(self.retries.get_nowait())
+        return out
 
     def _take(self, timeout: float | None = 0.0) -> bool:
         """One queued job into the waiting heap (most urgent first); False: none came, or close() asked to stop."""
@@ -97,8 +123,8 @@ class AlignmentService:
             item = self.jobs.get(timeout=timeout) if timeout is None or timeout > 0 else self.jobs.get_nowait()
         except queue.Empty:
             return False
-        if item is None:
-            self.stopping = True
+        if item is None or item is RETRY:
+            self.stopping = self.stopping or item is None
             return False
         heapq.heappush(self.waiting, (math.inf if item[3] is None else item[3], next(self.order), item))
         return True
@@ -106,7 +132,7 @@ class AlignmentService:
     def _next_batch(self) -> list | None:
         """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
         if not self.waiting and (self.stopping or not self._take(None)):
-            return None
+            return None if self.stopping else []              # []: woken to retry a batch
         until = self.gather_until(self.clock.monotonic())
         while len(self.waiting) <= self.max_batch and not self.stopping:
             if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - self.clock.monotonic()):
@@ -141,32 +167,53 @@ class AlignmentService:
         seconds = max(forward, 0.0) / self.marginal_s
         return int(min(self.max_samples, seconds * self.rate))
 
-    def _isolated(self, batch: list) -> None:
-        """A failed batch is halved and retried until the job that fails alone is found: only it loses its words."""
+    def _isolated(self, batch: list, pipelined: bool = False) -> None:
+        """A failed batch is halved and retried until the job that fails alone is found: only it loses its words.
+        `pipelined`: its first try, once launched, is read on the finisher's thread (a failed read comes back here)."""
+        if not batch:                                             # every job abandoned
+            return
         waits = [self.clock.monotonic() - item[4] for item in batch]
         self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
-        groups, late = deque([batch]), []
+        self._tries(deque([batch]), pipelined)
+
+    def _tries(self, groups: deque, pipelined: bool = False) -> None:
+        late = []
         while groups:
             group = groups.popleft()
             start = self.clock.monotonic()                        # a retried half waited behind the failed try
             try:
-                late.append(self._align(group, [start - item[4] > QUEUED_S for item in group]))
+                flight = self._launch(group, [start - item[4] > QUEUED_S for item in group])
+                if pipelined:
+                    self.finisher.put(flight)
+                else:
+                    late.append(self._finish(flight))
             except Exception as exc:
-                reason = f"alignment failed: {exc.__class__.__name__}: {exc}"
-                if len(group) == 1:
-                    self.stats["failed"] += 1
-                    group[0][2].set_exception(AlignmentUnavailable(reason))
-                    continue
-                self.stats["split"] += 1
-                log.info("aligner: a batch of %d jobs failed (%s); retried in halves", len(group), reason)
-                groups.extendleft([group[len(group) // 2:], group[:len(group) // 2]])
+                groups.extendleft(reversed(self._split(group, exc)))
+            pipelined = False                                     # retried halves are read inline
         if late:
             self.late_s = max(late)
 
-    def _align(self, batch: list, queued: list[bool]) -> float:
-        """-> how far behind a real-time player the words of its jobs that waited in the queue came."""
-        if not batch:
-            return -math.inf
+    def _split(self, group: list, exc: Exception) -> list:
+        """-> the halves of a failed group to retry; a job that failed alone gets the reason."""
+        reason = f"alignment failed: {exc.__class__.__name__}: {exc}"
+        if len(group) == 1:
+            self.stats["failed"] += 1
+            settle(group[0][2], error=AlignmentUnavailable(reason))
+            return []
+        self.stats["split"] += 1
+        log.info("aligner: a batch of %d jobs failed (%s); retried in halves", len(group), reason)
+        return [group[:len(group) // 2], group[len(group) // 2:]]
+
+    def _finished(self, flight: InFlight) -> None:
+        """The finisher's end of a pipelined batch: its words, or the batch back to the aligner thread to retry."""
+        try:
+            self.late_s = self._finish(flight)
+        except Exception as exc:
+            self.retries.put((flight.batch, exc))
+            self.jobs.put(RETRY)
+
+    def _launch(self, batch: list, queued: list[bool]) -> InFlight:
+        """The batch's forward, in the engine's turns, queued on the device (an aligner without launch_units: run)."""
         audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
@@ -180,13 +227,32 @@ class AlignmentService:
                 taken.append((t, sum(weights[:count]), count))
                 yield count, t
         t0 = time.perf_counter()
-        results = self.aligner.align_units(items, self.rate, turn if self.side_work else None)
+        launch = self.aligner.launch_units if self.pipelined else self.aligner.align_units
+        launched = launch(items, self.rate, turn if self.side_work else None)
+        return InFlight(batch, queued, taken, audio_s, time.perf_counter() - t0, launched)
+
+    def _finish(self, flight: InFlight) -> float:
+        """-> how far behind a real-time player the words of its jobs that waited in the queue came."""
+        t0, batch, audio_s = time.perf_counter(), flight.batch, flight.audio_s
+        results = self.aligner.finish(flight.launched) if self.pipelined else flight.launched
         if len(results) != len(batch):
             raise RuntimeError(f"the aligner answered {len(results)} of {len(batch)} jobs")
-        self.stats["busy_seconds"] += time.perf_counter() - t0
+        with self.lock:                        # a retry finishes on the aligner thread beside the finisher
+            self._record(flight, time.perf_counter() - t0)
+        now = self.clock.monotonic()            # late without a wait (an utterance's opening): the flow, not a backlog
+        late = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, flight.queued)
+                    if due is not None and waited), default=-math.inf)
+        for (_, _, future, *_), result in zip(batch, results):
+            settle(future, result)
+        return late
+
+    def _record(self, flight: InFlight, read_s: float) -> None:
+        """A finished batch's counts, and the device costs learnt from its turns."""
+        taken, audio_s = flight.taken, flight.audio_s
+        self.stats["busy_seconds"] += flight.launch_s + read_s      # a read overlaps the next batch's launch
         self.stats["batches"] += 1
         self.stats["turns"] += len(taken)
-        self.stats["jobs"] += len(batch)
+        self.stats["jobs"] += len(flight.batch)
         self.stats["audio_seconds"] += audio_s
         measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
         for seconds, gflop, n in measured:
@@ -196,9 +262,3 @@ class AlignmentService:
         if measured and len(measured) == len(taken):
             spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
             self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
-        now = self.clock.monotonic()            # late without a wait (an utterance's opening): the flow, not a backlog
-        late = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, queued)
-                    if due is not None and waited), default=-math.inf)
-        for (_, _, future, *_), result in zip(batch, results):
-            future.set_result(result)
-        return late

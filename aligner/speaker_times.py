@@ -16,8 +16,15 @@ class SpeakerTimes:
         return getattr(self.aligner, name)
 
     def align_units(self, items, sample_rate: int, turn=None) -> list[list[tuple[float, float]]]:
-        self.aligner.align_units(items, sample_rate, turn)
-        return [said(units, len(audio) / sample_rate) for audio, units in items]
+        return self.finish(self.launch_units(items, sample_rate, turn))
+
+    def launch_units(self, items, sample_rate: int, turn=None) -> tuple:
+        times = [said(units, len(audio) / sample_rate) for audio, units in items]
+        return self.aligner.launch_units(items, sample_rate, turn), times
+
+    def finish(self, launched: tuple) -> list[list[tuple[float, float]]]:
+        self.aligner.finish(launched[0])           # the forward's own times are not said
+        return launched[1]
 
 
 def said(units: list[str], seconds: float) -> list[tuple[float, float]]:
