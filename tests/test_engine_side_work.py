@@ -26,32 +26,6 @@ def test_a_turn_is_offered_only_from_enough_slack_and_carries_what_the_listeners
     assert settled == [1] and seen[0][0] == "step" and abs(seen[0][1] - 0.24) < 1e-9
 
 
-def test_a_side_worker_kept_waiting_gets_a_turn_from_the_slack_alone_if_the_next_step_still_fits():
-    """Contexts given words keep them when the listeners' slack never clears the reserve (1,024 streams, streams
-    starting all the time): after FLOOR_S of waiting the turn needs only its cost over 1.5 and two steps of slack."""
-    from engine.core.side_work import FLOOR_S
-    side_work, seen = SideWork(timeout_s=5), []
-    short = SideWork.budget(0.2, 0.15)                          # 0.033 past a 0.15 s reserve: under the 0.05 asked
-
-    def side():
-        with side_work.turn(0.05) as turn:
-            seen.append(turn.budget_s)
-            turn.end("queued")
-    thread = threading.Thread(target=side)
-    thread.start()
-    while side_work.wanted is None:
-        time.sleep(0.001)
-    assert side_work.floor(short, 0.2, 0.05, 0.02) == short     # not waited long yet: the reserve holds
-    side_work.asked -= FLOOR_S                                  # as if it had waited FLOOR_S
-    assert side_work.floor(short, 0.17, 0.05, 0.02) == short    # 0.07 past two steps holds 0.047, not its 0.05 x 1.5
-    assert side_work.offer(side_work.floor(short, 0.17, 0.05, 0.02), lambda: "step") is None
-    assert side_work.floor(short, 0.2, 0.05, 0.02) == 0.05      # its cost, the slack holding it and two steps
-    assert side_work.offer(side_work.floor(short, 0.2, 0.05, 0.02), lambda: "step") == "queued"
-    thread.join(5)
-    assert seen == [0.05]
-    assert side_work.floor(short, 0.2, 0.05, 0.02) == short     # no one waits: nothing to raise
-
-
 def test_the_planned_share_is_what_the_step_leaves_of_the_frame_without_the_turns_time():
     from tests.turn_sim import Mark
     side_work, seen = SideWork(timeout_s=5, frame_s=0.08), []

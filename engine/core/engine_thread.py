@@ -80,7 +80,6 @@ class EngineThread:
         self.side_work.planned(step_s, budget)       # the turns words are admitted on
         if self.side_work.wanted is None:
             return
-        budget = self.side_work.floor(budget, slack, step_s, STARTING_TURN_S)
         self._follow(self.side_work.offer(budget, lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):

@@ -7,8 +7,6 @@ from contextlib import contextmanager
 
 from engine.core.turn_plan import TurnPlan
 
-FLOOR_S = 0.1           # a side worker waiting this long gets a turn from the slack alone, past the reserve
-
 
 class Turn:
     def __init__(self, gate: "SideWork", given: bool, after=None, budget_s: float = float("inf")):
@@ -39,7 +37,6 @@ class SideWork:
         self.plan = TurnPlan(frame_s) if frame_s else None
         self._untimed: list[Turn] = []     # turns given whose device time the plan has not counted yet
         self.wanted: float | None = None   # device seconds of the turn a caller waits for
-        self.asked = 0.0                   # when (perf_counter) it began to wait
         self._given: Turn | None = None
         self._current: Turn | None = None
         self.open = False
@@ -52,7 +49,7 @@ class SideWork:
     @contextmanager
     def turn(self, cost_s: float):
         with self._cv:
-            self.attached, self.wanted, self.asked = True, cost_s, time.perf_counter()
+            self.attached, self.wanted = True, cost_s
             while not self.open and self._given is None:
                 self._cv.wait()
             turn, self._given, self.wanted = self._given or Turn(self, False), None, None
@@ -97,15 +94,6 @@ class SideWork:
     def budget(slack_s: float, reserve_s: float, most_s: float = float("inf")) -> float:
         """The longest turn the listeners allow: the slack past `reserve_s`, over 1.5, at most `most_s`."""
         return min((slack_s - reserve_s) / 1.5, most_s)
-
-    def floor(self, budget: float, slack_s: float, step_s: float, least_s: float) -> float:
-        """A caller that has waited `FLOOR_S` gets a turn of its cost (`least_s` if more) while the slack holds it over
-        1.5 and two steps, not the whole reserve: contexts given words keep them when streams start all the time."""
-        cost = self.wanted
-        if cost is None or time.perf_counter() - self.asked < FLOOR_S:
-            return budget
-        raised = min(max(cost, least_s), (slack_s - 2 * step_s) / 1.5)
-        return max(budget, raised) if raised >= cost else budget
 
     def offer(self, budget: float, settle):
         """After a step: a turn if the listeners allow (`budget`) its cost."""
