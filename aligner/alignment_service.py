@@ -50,6 +50,7 @@ class AlignmentService:
         self.pipelined = hasattr(aligner, "launch_units")     # else align_units answers at once: finished inline
         self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
         self.close_s = 10.0                       # close() waits this long for each thread
+        self.busy_until = 0.0                     # perf_counter up to which busy_seconds counted
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0)
 
@@ -229,16 +230,16 @@ class AlignmentService:
         t0 = time.perf_counter()
         launch = self.aligner.launch_units if self.pipelined else self.aligner.align_units
         launched = launch(items, self.rate, turn if self.side_work else None)
-        return InFlight(batch, queued, taken, audio_s, time.perf_counter() - t0, launched)
+        return InFlight(batch, queued, taken, audio_s, t0, launched)
 
     def _finish(self, flight: InFlight) -> float:
         """-> how far behind a real-time player the words of its jobs that waited in the queue came."""
-        t0, batch, audio_s = time.perf_counter(), flight.batch, flight.audio_s
+        batch = flight.batch
         results = self.aligner.finish(flight.launched) if self.pipelined else flight.launched
         if len(results) != len(batch):
             raise RuntimeError(f"the aligner answered {len(results)} of {len(batch)} jobs")
         with self.lock:                        # a retry finishes on the aligner thread beside the finisher
-            self._record(flight, time.perf_counter() - t0)
+            self._record(flight)
         now = self.clock.monotonic()            # late without a wait (an utterance's opening): the flow, not a backlog
         late = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, flight.queued)
                     if due is not None and waited), default=-math.inf)
@@ -246,10 +247,12 @@ class AlignmentService:
             settle(future, result)
         return late
 
-    def _record(self, flight: InFlight, read_s: float) -> None:
+    def _record(self, flight: InFlight) -> None:
         """A finished batch's counts, and the device costs learnt from its turns."""
         taken, audio_s = flight.taken, flight.audio_s
-        self.stats["busy_seconds"] += flight.launch_s + read_s      # a read overlaps the next batch's launch
+        end = time.perf_counter()             # the time some batch was launching or being read, counted once
+        self.stats["busy_seconds"] += max(0.0, end - max(flight.started, self.busy_until))
+        self.busy_until = max(self.busy_until, end)
         self.stats["batches"] += 1
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(flight.batch)

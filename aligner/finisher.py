@@ -13,7 +13,7 @@ class InFlight:
     queued: list[bool]         # each job waited behind other work
     taken: list                # (turn, gflop, slices) of each turn the forward took
     audio_s: float
-    launch_s: float            # host seconds of the launch, its turns' waits included
+    started: float             # perf_counter when its launch began
     launched: object           # the aligner's launched forward (an aligner without launch_units: its results)
 
 

@@ -1,6 +1,8 @@
 """One batch's forward as slices (a CUDA graph each), so a turn between the engine's steps stays short."""
 import torch
 
+from engine.core.transfer import HostCopy
+
 from .audio_encoder import CHUNK, SLOTS, TOKENS, conv_out_len
 
 
@@ -11,7 +13,7 @@ class Forward:
         self.slices = [(p, s) for p in range(len(plan)) for s in range(self.stages)]
         self.weights = [gflop(model, plan[p][2], s) for p, s in self.slices]
         self.done, self.out = 0, []
-        self.mel = self.x = self.inputs = self.ready = None
+        self.mel = self.x = self.inputs = None
 
     @property
     def left(self) -> list[float]:
@@ -34,26 +36,15 @@ class Forward:
                 first = s == encoder
                 self.x = m.text[s - encoder](text, *((ids, positions, sequences, *embed, self.x) if first
                                                                else (self.x, positions, sequences)))
-                if s == self.stages - 1:     # a copy: the next forward may replay the same graph
-                    self.out.append((copied(self.x.flatten()), lay.stamps))
+                if s == self.stages - 1:     # a copy, queued now: the next part may replay the same graph
+                    self.out.append((HostCopy(self.x.flatten().clone()), lay.stamps))
             self.done += 1
         if not self.left and self.x is not None and self.x.is_cuda:
-            self.ready = torch.cuda.Event()
-            self.ready.record()              # after the copies to the host, on the stream that queued them
             self.mel = self.x = self.inputs = None     # the device buffers go back while the results are read
 
     def read(self) -> list[list[int]]:
         """The classes at each timestamp; waits only for this forward's copies (from any thread: no kernels)."""
-        if self.ready is not None:
-            self.ready.synchronize()
-        return [row[s].tolist() for classes, stamps in self.out for row in [classes.cpu().numpy()] for s in stamps]
-
-
-def copied(classes: torch.Tensor) -> torch.Tensor:
-    """On a GPU, queued into pinned host memory (read once the forward's event has passed); else a plain clone."""
-    if not classes.is_cuda:
-        return classes.clone()
-    return torch.empty(classes.shape, dtype=classes.dtype, pin_memory=True).copy_(classes, non_blocking=True)
+        return [row[s].tolist() for copy, stamps in self.out for row in copy.wait() for s in stamps]
 
 
 def gflop(model, lay, stage: int) -> float:

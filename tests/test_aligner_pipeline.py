@@ -18,10 +18,12 @@ class Pipelined(StandIn):
 
     def __init__(self, fail_at: str = "finish"):
         super().__init__()
-        self.fail_at, self.launched, self.threads = fail_at, [], set()
+        self.fail_at, self.launched, self.threads, self.later_launch_s = fail_at, [], set(), 0.0
         self.reading, self.go = threading.Event(), threading.Event()
 
     def launch_units(self, items, sample_rate, turn=None):
+        if self.launched:
+            time.sleep(self.later_launch_s)                  # a launch waiting for turns while a read waits too
         self.launched.append([units[-1] for _, units in items])
         self.threads.add(threading.current_thread().name)
         if self.fail_at == "launch" and any("fail" in units for _, units in items):
@@ -43,7 +45,8 @@ def until(condition, seconds: float = 10.0) -> bool:
 
 def test_the_next_batch_launches_while_the_previous_ones_results_are_read():
     aligner = Pipelined()
-    service = AlignmentService(aligner, gather=0).start()
+    aligner.later_launch_s = 0.2
+    started, service = time.perf_counter(), AlignmentService(aligner, gather=0).start()
     try:
         first = service.submit(*job(1, "a", "first"))
         assert aligner.reading.wait(10)                     # the finisher waits on the first batch's results
@@ -54,6 +57,7 @@ def test_the_next_batch_launches_while_the_previous_ones_results_are_read():
         assert [first.result(10), second.result(10)] == [StandIn().align_units([job(1, *u)], 24000)[0]
                                                          for u in (("a", "first"), ("b", "second"))]
         assert until(lambda: service.stats["batches"] == 2) and service.stats["jobs"] == 2
+        assert 0 < service.stats["busy_seconds"] <= time.perf_counter() - started    # the overlap counted once
     finally:
         aligner.go.set()
         service.close()
