@@ -101,7 +101,7 @@ class AlignmentService:
 
     def _run(self) -> None:
         while (batch := self._next_batch()) is not None:
-            self._isolated(batch, pipelined=self.pipelined)
+            self._isolated(batch)
             self._retry()
         self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
         self._retry()
@@ -168,14 +168,14 @@ class AlignmentService:
         seconds = max(forward, 0.0) / self.marginal_s
         return int(min(self.max_samples, seconds * self.rate))
 
-    def _isolated(self, batch: list, pipelined: bool = False) -> None:
+    def _isolated(self, batch: list) -> None:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words.
-        `pipelined`: its first try, once launched, is read on the finisher's thread (a failed read comes back here)."""
+        Pipelined, its first try, once launched, is read on the finisher's thread (a failed read comes back here)."""
         if not batch:                                             # every job abandoned
             return
         waits = [self.clock.monotonic() - item[4] for item in batch]
         self.stats["queued_seconds"] += sum(waits)              # once, not again for each retried half
-        self._tries(deque([batch]), pipelined)
+        self._tries(deque([batch]), self.pipelined)
 
     def _tries(self, groups: deque, pipelined: bool = False) -> None:
         late = []
