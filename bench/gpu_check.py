@@ -1,6 +1,6 @@
 """GPU equivalence checks: the Triton paged attention against the torch reference, and the outputs of the graph +
-kernel path against the eager reference path (same requests, batched: two greedy, one seeded sampling). Exits
-non-zero on a mismatch."""
+kernel path against the eager reference path (same requests, batched: two greedy, one seeded sampling). With `aligner`,
+the aligner's pipelined batches against batches run one at a time. Exits non-zero on a mismatch."""
 import gc
 import sys
 import time
@@ -35,8 +35,8 @@ def check_kernel() -> None:
 
 
 def check_snake() -> None:
-    """The Triton SnakeBeta against layer_math.py's torch math (float32): plain, with a bias, behind a history, and on
-    a time-strided input (a transposed conv's trimmed output)."""
+    """The Triton SnakeBeta against layer_math.py's torch math (float32): plain, with a bias (and a bias column after
+    it), behind a history, and on a time-strided input (a transposed conv's trimmed output)."""
     torch.manual_seed(0)
     worst = 0.0
     for b, t, c, ctx in ((1, 4, 1536, 6), (7, 640, 192, 54), (33, 1920, 96, 18), (5, 160, 384, 0)):
@@ -46,6 +46,7 @@ def check_snake() -> None:
         for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):
             pairs = [(snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
                      (snake.snake(x, alpha, beta, bias), layer_math.snake(x, alpha, beta, bias)),
+                     (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
                      (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta))]
             for got, want in pairs:
                 assert got.shape == want.shape
@@ -194,12 +195,36 @@ def compare(label: str, first: tuple, other: tuple) -> None:
         assert name != "graphs+kernel+serial-decode" or max(a for a, _ in errors) < 1e-6
 
 
+def check_aligner_pipeline() -> None:
+    """The aligner's batches launched before the last one's results are read (as AlignmentService pipelines them, read
+    on another thread) give the spans of the same batches run one at a time; the eager path's agreement is printed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aligner import Aligner
+    rng = np.random.default_rng(0)
+    words = "the quick brown fox jumps over a lazy dog near the river bank".split()
+    batches = [[(0.1 * rng.standard_normal(int(24000 * rng.uniform(0.4, 7.5))).astype(np.float32),
+                 words[:rng.integers(1, len(words))]) for _ in range(n)] for n in (3, 17, 40, 1, 64)]
+    graphs = Aligner.load(dummy="published", device="cuda")
+    alone = [graphs.align_units(b, 24000) for b in batches]
+    launched = [graphs.launch_units(b, 24000) for b in batches]
+    with ThreadPoolExecutor(1) as reader:
+        piped = list(reader.map(graphs.finish, launched))
+    assert piped == alone, "pipelined batches differ from batches run one at a time"
+    eager = Aligner.load(dummy="published", device="cuda", graphs=False)
+    spans = [s for b in alone for job in b for s in job]
+    same = sum(a == e for a, e in zip(spans, (s for b in batches for job in eager.align_units(b, 24000) for s in job)))
+    print(f"aligner pipelined = one at a time ({len(spans)} spans); eager agrees on {same / len(spans):.1%}")
+
+
 if __name__ == "__main__":
     check_kernel()
     check_snake()
     check_few_row_layer()
     check_sampler()
     check_ring()
+    if "aligner" in sys.argv[1:]:
+        check_aligner_pipeline()
     dtypes = [a for a in sys.argv[1:] if a in ("float32", "bfloat16")] or ["float32", "bfloat16"]
     paths = [a for a in sys.argv[1:] if a in PATHS] or list(PATHS)
     models = [a for a in sys.argv[1:] if a in ("1.7B-CustomVoice", "1.7B-Base")] or ["1.7B-CustomVoice", "1.7B-Base"]

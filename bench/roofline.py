@@ -8,6 +8,7 @@ each matmul's and conv's input read and output written once, elementwise work fu
 from dataclasses import dataclass
 
 from engine.models.qwen3 import LMConfig
+from engine.models.qwen3_tts.codec.decoder import BIAS_PAD
 from engine.models.qwen3_tts.config import TTSConfig
 
 PEAK_TFLOPS, PEAK_TBPS = 989.0, 3.35        # H100 SXM: dense bf16 tensor cores, HBM3
@@ -32,10 +33,11 @@ class Cost:
     def params(self, count: int) -> None:
         self.weights += count * self.itemsize
 
-    def linear(self, rows: int, k: int, n: int, bias: bool = False) -> None:
+    def linear(self, rows: int, k: int, n: int, bias: bool = False, accumulate: bool = False) -> None:
+        """`accumulate`: the output adds to a tensor it reads (a residual as the GEMM's accumulator)."""
         self.flops += 2 * rows * k * n
         self.params(k * n + bias * n)
-        self.activations += rows * (k + n) * self.itemsize
+        self.activations += rows * (k + n + accumulate * n) * self.itemsize
 
     def conv(self, batch: int, c_in: int, c_out: int, kernel: int, t_in: int, t_out: int, history: int = 0,
              groups: int = 1, transposed: bool = False, bias: bool = True) -> None:
@@ -143,7 +145,7 @@ def decode_cost(codec: dict, batch: int, itemsize: int = 2) -> Cost:
         for dilation in (1, 3, 9):
             c.params(4 * c_out)                                            # two SnakeBetas
             c.conv(batch, c_out, c_out, 7, steps, steps, history=6 * dilation)
-            c.linear(batch * steps, c_out, c_out, bias=True)
+            c.linear(batch * steps, c_out + BIAS_PAD, c_out, accumulate=True)     # its bias a row of the weight
     c.params(2 * dims[-1])
     c.conv(batch, dims[-1], 1, 7, steps, steps, history=6)
     return c

@@ -1,5 +1,5 @@
 """The few-row layer kernels (engine/kernels/few_row_layer.py), the predictor's dense attention kernel, the codec
-transformer's ring attention and the row sampler (engine/kernels/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
+transformer's ring attention, the codec decoder's SnakeBeta and the row sampler (engine/kernels/row_sampler.py) against the torch code they replace, run on the CPU by Triton's interpreter (float32: the interpreter mishandles bf16 products; the GPU
 check covers bf16). Skipped where Triton is not installed."""
 import os
 import subprocess
@@ -86,9 +86,37 @@ for positions in ([0, 5, 71], [72, 300, 143], [1, 71, 72]):    # filling, wrappe
     assert torch.equal(keys, want_k) and torch.equal(values, want_v)
 """
 
+SNAKE = r"""
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+@triton.jit
+def rint(x):
+    return tl.floor(x + 0.5)
+@triton.jit
+def sin(x):
+    return tl.sin(x)
+libdevice.rint, libdevice.fast_sinf = rint, sin             # the interpreter has neither
+from engine.kernels import layer_math, snake
+torch.manual_seed(0)
+for b, t, c, ctx in ((2, 5, 12, 3), (3, 7, 8, 0)):
+    alpha, beta, bias = (0.3 * torch.randn(c) for _ in range(3))
+    history, wide = torch.randn(b, ctx, c), torch.randn(b, t + 3, c)
+    for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):              # contiguous, and time-strided
+        for got, want in ((snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
+                          (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
+                          (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta))):
+            assert got.shape == want.shape and (got - want).abs().max() < 1e-5, (b, t, c, ctx)
+        padded = snake.snake(x, alpha, beta, bias, 8)
+        assert torch.equal(padded[..., c], torch.ones(b, t)) and not padded[..., c + 1:].any()   # the bias column
+"""
 
-@pytest.mark.parametrize("script", [SCRIPT, SAMPLER, RING], ids=["layers", "sampler", "ring"])
-def test_kernels_match_the_torch_code_in_the_interpreter(script):
+
+@pytest.mark.parametrize("script", [SCRIPT, SAMPLER, RING, SNAKE], ids=["layers", "sampler", "ring", "snake"])
+def test_kernels_match_the_torch_code_in_the_interpreter(script, tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    (tmp_path / "check.py").write_text(script)          # a file: triton.jit reads its functions' source
+    run = subprocess.run([sys.executable, str(tmp_path / "check.py")], env=env, capture_output=True, text=True,
+                         timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]

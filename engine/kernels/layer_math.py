@@ -30,11 +30,12 @@ def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float)
     return x + F.linear(F.silu(gate) * up, w_down)
 
 
-def snake(x, alpha, beta, bias=None):
-    """Parameters on log scale."""
+def snake(x, alpha, beta, bias=None, pad: int = 0):
+    """Parameters on log scale; `pad`: columns after the channels, the first 1 and the rest 0 (a GEMM's bias row)."""
     if bias is not None:
         x = x + bias
-    return x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
+    y = x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
+    return torch.cat([y, y.new_ones(*y.shape[:-1], 1), y.new_zeros(*y.shape[:-1], pad - 1)], dim=-1) if pad else y
 
 
 def snake_after(history, x, alpha, beta):

@@ -36,7 +36,8 @@ class EngineSpec:
         t0 = time.perf_counter()
         aligner = None
         if self.aligner or self.dummy_aligner:
-            select(device)      # the engine's kernels and cuDNN search, which the aligner's graphs capture as the bench
+            with phase("kernel choice"):      # the engine's kernels and cuDNN search, which the aligner's graphs capture
+                select(device)
             dummy = ("published" if cuda else "tiny") if self.dummy_aligner == "auto" else self.dummy_aligner
             aligner = Aligner.load(model=self.aligner, dummy=dummy, device=device, dtype=dtype)
             if dummy and self.dummy_aligner_times == "speaker":

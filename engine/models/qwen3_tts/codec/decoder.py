@@ -10,6 +10,9 @@ from engine.models.qwen3_tts.codec.quantizer import Dequantizer
 from engine.models.qwen3_tts.codec.transformer import DecoderTransformer
 
 
+BIAS_PAD = 8      # conv2's bias as a row of its GEMM's weight over a column of ones; 8 keep K a multiple of 8
+
+
 class ResidualUnit(nn.Module):
     def __init__(self, dim: int, dilation: int):
         super().__init__()
@@ -19,9 +22,12 @@ class ResidualUnit(nn.Module):
         self.conv2 = CausalConv(dim, dim, 1)
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+        """Adds to x in place: the residual is the GEMM's accumulator, not a pass of its own."""
         h = self.conv1(x, slots, self.act1, with_bias=False)
-        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias)
-        return x + self.conv2(h, slots)
+        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias, BIAS_PAD)
+        c = self.conv2.conv
+        rows = torch.cat([c.weight[:, :, 0].T, c.bias[None], c.bias.new_zeros(BIAS_PAD - 1, len(c.bias))])
+        return torch.baddbmm(x, h, rows.expand(len(x), -1, -1), out=x)
 
 
 class UpsampleBlock(nn.Module):
