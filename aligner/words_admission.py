@@ -16,6 +16,7 @@ class WordsAdmission:
         self.spent: deque = deque()          # (time, device seconds) of the aligner's turns in the window
         self.device_s = 0.0
         self.admitted: deque = deque()       # when each context of the last `ramp_s` was admitted
+        self.refused_behind = 0              # refusals because words came too late (the rest: no device time)
         self._lock = threading.Lock()        # used() on the aligner's thread, admit() on the engine core's
 
     def used(self, device_s: float) -> None:
@@ -33,6 +34,7 @@ class WordsAdmission:
             self._forget(now)
             demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * per_audio_s
             if late_s > -self.margin_s:
+                self.refused_behind += 1
                 return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
             if demand > self.fill * capacity:
                 return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "

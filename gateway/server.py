@@ -116,6 +116,9 @@ async def metrics(request: Request) -> PlainTextResponse:
                                                  stats.get("aligner_audio_s", 0.0)),
                       tts_aligner_refused_contexts=("contexts refused word timestamps (words_refused), cumulative",
                                                     stats.get("aligner_refused", 0)),
+                      tts_aligner_refused_behind_contexts=("of those, refused because words came too late "
+                                                           "(the rest: no device time left), cumulative",
+                                                           stats.get("aligner_refused_behind", 0)),
                       tts_aligner_device_seconds=("the aligner's device time, cumulative",
                                                   stats.get("aligner_device_s", 0.0)),
                       tts_aligner_turns=("turns the aligner took, cumulative", stats.get("aligner_turns", 0)),

@@ -53,6 +53,7 @@ def test_admission_keeps_only_its_window_of_the_aligners_device_time():
     assert "no time left" in admission.admit(0.001, capacity=0.02, late_s=-3.0)
     assert "behind" in admission.admit(0.001, capacity=1.0, late_s=-0.2)       # words 0.2 s ahead: too close (1 s margin)
     assert "behind" in admission.admit(0.001, capacity=1.0, late_s=1.0)
+    assert admission.refused_behind == 2                   # /metrics tells the two reasons apart
 
 
 def test_admission_counts_the_aligners_turns_and_the_admissions_from_two_threads():

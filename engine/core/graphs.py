@@ -19,9 +19,9 @@ def capture_graph(fn, inputs: list, pool=None, stream=None):
 
 
 SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256]    # then every 64: <= 20% padding
-# the codec decoder's: each capture runs cuDNN's search (1-3 s), and its time is flat below ~64 streams and small below
-# 512, so padding there costs a step little; every 128 past 512 (<= 25%; near a full engine every bucket is close)
-DECODE_SIZES = [1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 384, 512]
+# the codec decoder's: each capture runs cuDNN's search (1.5-8 s); a decode takes 1.6-1.9 ms at 1-16 streams (H100), so
+# padding there costs a step little; every 128 past 512 (<= 25%; near a full engine every bucket is close)
+DECODE_SIZES = [1, 4, 16, 32, 64, 96, 128, 192, 256, 384, 512]
 
 
 def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]:
