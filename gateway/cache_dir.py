@@ -1,10 +1,6 @@
-"""--cache-dir: torch.compile's and Triton's caches (compiled kernels, autotuning picks) kept across restarts, and
-Python's bytecode where the install keeps none (uv's default, a read-only venv: torch's imports then compile ~7 s of
-source at every start)."""
-import importlib.util
+"""--cache-dir: torch.compile's and Triton's caches (compiled kernels, autotuning picks) kept across restarts."""
 import os
 import stat
-import sys
 from pathlib import Path
 
 from .fatal import StartupError
@@ -35,12 +31,4 @@ def use(path: str) -> Path | None:
                            f"compiled there: chmod o-w it or choose another folder")
     for variable, folder in VARIABLES.items():
         os.environ[variable] = str(root / folder)
-    if sys.pycache_prefix is None and not has_bytecode("torch"):
-        sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(root / "bytecode")   # the engine core inherits it
     return root
-
-
-def has_bytecode(package: str) -> bool:
-    """Whether `package` (found, not imported) has its compiled bytecode beside it; an absent one needs none."""
-    spec = importlib.util.find_spec(package)
-    return spec is None or not spec.has_location or os.path.exists(importlib.util.cache_from_source(spec.origin))

@@ -27,9 +27,8 @@ print(json.dumps(dict(counters["inductor"])))
 
 @pytest.fixture
 def env(monkeypatch):
-    for variable in (*cache_dir.VARIABLES, "PYTHONPYCACHEPREFIX"):
+    for variable in cache_dir.VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(sys, "pycache_prefix", None)
     return os.environ
 
 
@@ -40,21 +39,6 @@ def test_the_flag_points_torchs_and_tritons_caches_into_a_private_folder(env, tm
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(root / "inductor") and env["TRITON_CACHE_DIR"] == str(root / "triton")
     default = build_parser()[0].parse_args(["synth", "--dummy", "tiny", "--text", "x", "--out", "x.wav"]).cache_dir
     assert default == os.environ.get("QWEN_TTS_GATEWAY_CACHE", "~/.cache/qwen-tts-gateway/compile")
-
-
-def test_bytecode_goes_to_the_folder_only_where_the_install_keeps_none(env, tmp_path, monkeypatch):
-    (tmp_path / "bare").mkdir()
-    (tmp_path / "bare" / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert cache_dir.has_bytecode("json") and not cache_dir.has_bytecode("bare")   # the stdlib keeps its own
-    monkeypatch.setattr(cache_dir, "has_bytecode", lambda package: package != "torch")
-    root = cache_dir.use(str(tmp_path / "c"))
-    assert env["PYTHONPYCACHEPREFIX"] == sys.pycache_prefix == str(root / "bytecode")
-    monkeypatch.setattr(sys, "pycache_prefix", None)
-    del env["PYTHONPYCACHEPREFIX"]
-    monkeypatch.setattr(cache_dir, "has_bytecode", lambda package: True)
-    cache_dir.use(str(tmp_path / "c"))
-    assert "PYTHONPYCACHEPREFIX" not in env and sys.pycache_prefix is None
 
 
 def test_no_folder_leaves_torchs_defaults(env):
