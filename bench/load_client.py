@@ -72,6 +72,7 @@ class ClientRun:
         await asyncio.gather(*(sock.close() for sock in self.sockets), return_exceptions=True)
         return dict(contexts=[(c.record, c.code, c.words_error) for c in self.counted],
                     refusals=[c.error for c in self.counted if c.code == p.BUSY and c.error],
+                    words_reasons=[c.words_reason for c in self.counted if c.words_error],
                     window_audio_s=self.tally.audio_s, stray_errors=dict(self.tally.stray_errors),
                     sockets=len(self.sockets), health=await health)
 

@@ -32,6 +32,17 @@ def refusals(results: list[dict]) -> dict:
                 busy_reasons=dict(reasons.most_common()))
 
 
+def words_reasons(results: list[dict]) -> dict:
+    """Why contexts lost or were refused word timestamps (the messages, numbers as N), and three messages whole, from
+    the start, middle and end of the run."""
+    words = [message for r in results for message in r.get("words_reasons", [])]
+    if not words:
+        return {}
+    reasons = Counter(re.sub(r"[-+]?\d+(\.\d+)?", "N", message) for message in words)
+    return dict(words_reasons=dict(reasons.most_common()),
+                words_reason_samples=[words[i] for i in sorted({0, len(words) // 2, len(words) - 1})])
+
+
 def level_row(level: dict, results: list[dict], duration: float) -> dict:
     """`level` (its load and kind of text) with the totals over the contexts that started in the window."""
     contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, words error code)
@@ -50,6 +61,7 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
             del row[unused]
     row["audio_s_per_s"] = sum(r["window_audio_s"] for r in results) / duration
     row.update(refusals(results))
+    row.update(words_reasons(results))
     leads = [lead for record in completed for lead in record.word_leads()]
     if leads:
         row.update(words=len(leads), word_lead_p50_s=float(np.percentile(leads, 50)),

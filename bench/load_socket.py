@@ -51,6 +51,7 @@ class Context:
         self.code: str | None = None                     # how it ended: None (done) or an error code
         self.error: tuple[float, str] | None = None      # its error: seconds after its first text, and the message
         self.words_error: str | None = None              # alignment_unavailable or words_refused
+        self.words_reason = ""                           # its message
         self.next_offset, self.last_message = 0, time.perf_counter()
         self.ended = asyncio.get_running_loop().create_future()
 
@@ -160,7 +161,7 @@ class LoadSocket:
         elif isinstance(msg, p.Words):
             ctx.record.words.extend((now, end) for end in msg.end)
         elif isinstance(msg, p.Error) and msg.code in p.WORDS_ONLY:
-            ctx.words_error = msg.code
+            ctx.words_error, ctx.words_reason = msg.code, msg.message
         elif isinstance(msg, p.Error):
             ctx.error = (now - ctx.record.submitted, msg.message)
             ctx.finish(msg.code)

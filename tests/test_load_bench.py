@@ -114,3 +114,12 @@ def test_one_workload_in_our_protocol_and_in_each_dialect(tmp_path):
                                                        "c2_elevenlabs_words_streamed"]
     assert all(row["words"] > 0 for row in rows.values())                # timings arrive in every dialect
     assert {"cartesia_words_streamed_contexts_99", "elevenlabs_words_streamed_contexts_99"} <= report["summary"].keys()
+
+
+def test_why_words_were_refused_is_kept_with_three_messages_whole():
+    from bench.load_report import words_reasons
+    said = [f"the device has no time left ({d:.2f} device-s/s wanted, 0.30 planned)" for d in (0.41, 0.52, 0.63)]
+    got = words_reasons([dict(words_reasons=said[:2]), dict(words_reasons=said[2:] + ["timed out"])])
+    assert got["words_reasons"] == {"the device has no time left (N device-s/s wanted, N planned)": 3, "timed out": 1}
+    assert got["words_reason_samples"] == [said[0], said[2], "timed out"]
+    assert words_reasons([dict(words_reasons=[])]) == {}
