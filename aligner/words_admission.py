@@ -26,6 +26,12 @@ class WordsAdmission:
             self.spent.append((now, device_s))
             self.device_s += device_s
 
+    def recent_use(self) -> float:
+        """The aligner's device seconds a second over the window: what its turns took, against the plan's capacity."""
+        with self._lock:
+            self._forget(self.clock.monotonic())
+            return self.device_s / self.window_s
+
     def admit(self, per_audio_s: float, capacity: float, late_s: float) -> str | None:
         """None: admitted; else the reason. `capacity`: side work's device seconds a second; `late_s`: how long after
         a real-time player passed its window the last batch's latest words came (negative: before)."""

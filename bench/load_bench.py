@@ -25,6 +25,7 @@ from bench.load_client import ClientJob, run_client  # noqa: E402
 from bench.load_dialects import DIALECTS  # noqa: E402
 from bench.load_report import context_rows, level_line, level_row, summary, summary_line  # noqa: E402
 from bench.load_server import ServeProcess, device_name, health  # noqa: E402
+from bench.metrics_watch import MetricsWatch  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
 from bench.languages import LANGUAGES  # noqa: E402
 from bench.workload import texts as bench_texts  # noqa: E402
@@ -165,8 +166,9 @@ def main(argv=None) -> None:
               f"after {args.warmup:g} s", flush=True)
         with open(out / "contexts.jsonl", "w") as contexts:
             for level in levels(args):
-                results = run_level(client_jobs(args, level, ws_base, texts[level["lang"]]))
-                row = level_row(level, results, args.duration)
+                with MetricsWatch(http_url) as watch:
+                    results = run_level(client_jobs(args, level, ws_base, texts[level["lang"]]))
+                row = dict(level_row(level, results, args.duration), metrics_p10_p50_p90_max=watch.summary())
                 print(level_line(row), flush=True)
                 contexts.writelines(json.dumps(c) + "\n" for c in context_rows(row["name"], results))
                 report["levels"].append(row)

@@ -131,7 +131,9 @@ async def metrics(request: Request) -> PlainTextResponse:
                       tts_aligner_cost_ms_per_audio_s=("learnt device ms a second of audio costs, at full batches",
                                                        stats.get("aligner_cost_ms", 0.0)),
                       tts_aligner_capacity=("device seconds a second planned for alignment, recent",
-                                            stats.get("aligner_capacity", 0.0)))
+                                            stats.get("aligner_capacity", 0.0)),
+                      tts_aligner_used=("device seconds a second the aligner's turns took, over the last 2 s",
+                                        stats.get("aligner_used", 0.0)))
     return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
                              media_type="text/plain; version=0.0.4")
 

@@ -49,6 +49,7 @@ def test_admission_keeps_only_its_window_of_the_aligners_device_time():
         admission.used(0.002)
         clock.advance(0.1)
     assert len(admission.spent) <= 21 and abs(admission.device_s - 0.002 * len(admission.spent)) < 1e-9
+    assert abs(admission.recent_use() - 0.002 * len(admission.spent) / 2.0) < 1e-9     # over its 2 s window
     assert admission.admit(0.001, capacity=1.0, late_s=-3.0) is None          # 0.02 device-s/s + 2 audio-s/s new
     assert "no time left" in admission.admit(0.001, capacity=0.02, late_s=-3.0)
     assert "behind" in admission.admit(0.001, capacity=1.0, late_s=-0.2)       # words 0.2 s ahead: too close (1 s margin)

@@ -21,7 +21,7 @@ LEVEL_FIELDS = {"name", "mode", "value", "text", "text_layout", "word_timestamps
                 "completed", "busy", "errors", "alignment_unavailable", "words_refused", "fully_viable", "viability",
                 "viable_share_mean", "ttfa_p50_ms", "ttfa_p90_ms", "ttfa_p95_ms", "ttfa_p99_ms", "rtf_p50", "rtf_p90",
                 "underrun_s_mean", "audio_s_per_s", "sockets", "client_cpu_max", "client_lag_p99_ms_max",
-                "client_lag_max_ms", "client_saturated", "clients"}
+                "client_lag_max_ms", "client_saturated", "clients", "metrics_p10_p50_p90_max"}
 
 
 def load_bench(out: Path, *args: str) -> dict:
@@ -43,6 +43,8 @@ def test_closed_loop_streamed_text_two_contexts_per_socket(tmp_path):
     [row] = report["levels"]
     assert (row["mode"], row["value"], row["text"], row["sockets"]) == ("concurrency", 4, "streamed", 2)
     assert "streamed_contexts_99" in report["summary"]
+    step = row["metrics_p10_p50_p90_max"]["tts_engine_step_ms"]          # /metrics sampled while the level ran
+    assert len(step) == 4 and step == sorted(step) and step[-1] > 0
     assert report["server"]["model"] == "dummy:tiny"
     assert "ready" in (tmp_path / "serve.log").read_text()
 
@@ -114,6 +116,15 @@ def test_one_workload_in_our_protocol_and_in_each_dialect(tmp_path):
                                                        "c2_elevenlabs_words_streamed"]
     assert all(row["words"] > 0 for row in rows.values())                # timings arrive in every dialect
     assert {"cartesia_words_streamed_contexts_99", "elevenlabs_words_streamed_contexts_99"} <= report["summary"].keys()
+
+
+def test_metrics_sampled_during_a_level_keep_each_gauges_spread():
+    from bench.metrics_watch import MetricsWatch, parse
+    assert parse("# HELP x\ntts_engine_step_ms 12.5\ntts_aligner_used 0.25\ntts_frames_total 9\n") == \
+        {"tts_engine_step_ms": 12.5, "tts_aligner_used": 0.25}
+    watch = MetricsWatch("http://127.0.0.1:9")
+    watch.samples = [{"tts_engine_step_ms": float(v)} for v in range(11)]
+    assert watch.summary() == {"tts_engine_step_ms": [1.0, 5.0, 9.0, 10.0]}
 
 
 def test_why_words_were_refused_is_kept_with_three_messages_whole():
