@@ -21,6 +21,7 @@ class Cost:
     weights: float = 0
     state: float = 0
     activations: float = 0
+    kv_itemsize: int | None = None      # a KV cache of another dtype (fp8): its bytes a value
 
     @property
     def bytes(self) -> float:
@@ -50,7 +51,7 @@ class Cost:
     def attention(self, streams: int, queries: int, keys: int, heads: int, kv_heads: int, head_dim: int) -> None:
         """Of a stream's `keys`, the last `queries` are its new rows' own: written; the others read."""
         self.flops += 4 * streams * queries * keys * heads * head_dim
-        self.state += streams * keys * 2 * kv_heads * head_dim * self.itemsize
+        self.state += streams * keys * 2 * kv_heads * head_dim * (self.kv_itemsize or self.itemsize)
         self.activations += 2 * streams * queries * heads * head_dim * self.itemsize
 
     def gather(self, rows: int, width: int, table_rows: int) -> None:
@@ -71,9 +72,9 @@ def decoder_layers(c: Cost, lm: LMConfig, streams: int, queries: int, keys: int)
     c.params(lm.hidden_size)
 
 
-def talk_cost(cfg: TTSConfig, batch: int, context: int, itemsize: int = 2) -> Cost:
+def talk_cost(cfg: TTSConfig, batch: int, context: int, itemsize: int = 2, kv_itemsize: int | None = None) -> Cost:
     """One talker step: the text row's projection, the stack over `context` cached tokens, codebook 0's logits."""
-    c, t = Cost(itemsize), cfg.talker
+    c, t = Cost(itemsize, kv_itemsize=kv_itemsize), cfg.talker
     c.gather(batch, cfg.text_hidden_size, cfg.text_vocab_size)
     c.linear(batch, cfg.text_hidden_size, cfg.text_hidden_size, bias=True)
     c.linear(batch, cfg.text_hidden_size, t.hidden_size, bias=True)
@@ -151,8 +152,9 @@ def decode_cost(codec: dict, batch: int, itemsize: int = 2) -> Cost:
     return c
 
 
-def stage_costs(cfg: TTSConfig, codec: dict, batch: int, context: int, itemsize: int = 2) -> dict[str, Cost]:
-    return dict(predict=predict_cost(cfg, batch, itemsize), talk=talk_cost(cfg, batch, context, itemsize),
+def stage_costs(cfg: TTSConfig, codec: dict, batch: int, context: int, itemsize: int = 2,
+                kv_itemsize: int | None = None) -> dict[str, Cost]:
+    return dict(predict=predict_cost(cfg, batch, itemsize), talk=talk_cost(cfg, batch, context, itemsize, kv_itemsize),
                 decode=decode_cost(codec, batch, itemsize))
 
 

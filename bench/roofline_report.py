@@ -23,11 +23,11 @@ def codec_state_bytes(codec: dict, itemsize: int) -> int:
                if isinstance(m, Stateful) for shape, dtype in m.state_specs.values())
 
 
-def memory_plan(cfg, streams: int, context: int, block: int, itemsize: int) -> dict:
+def memory_plan(cfg, streams: int, context: int, block: int, itemsize: int, kv_itemsize: int | None = None) -> dict:
     """GiB held for `streams` streams of `context` KV tokens (whole blocks) beside the weights; activations and
     graph pools come on top (measured: peak_allocated_gib)."""
     t, p = cfg.talker, cfg.predictor
-    kv_token = 2 * t.num_layers * t.num_kv_heads * t.head_dim * itemsize
+    kv_token = 2 * t.num_layers * t.num_kv_heads * t.head_dim * (kv_itemsize or itemsize)
     predictor = 2 * p.num_layers * cfg.num_code_groups * p.num_kv_heads * p.head_dim * itemsize
     plan = dict(streams=streams, context=context, weights_gib=parameters(cfg) * itemsize / GIB,
                 kv_gib=streams * -(-context // block) * block * kv_token / GIB,
@@ -37,19 +37,19 @@ def memory_plan(cfg, streams: int, context: int, block: int, itemsize: int) -> d
 
 
 def report(model, device: str, context: int, block: int, timed: list[tuple[int, dict]], tflops: float,
-           tbps: float) -> dict:
-    """`timed`: (batch, {stage: ms}) as measured."""
+           tbps: float, kv_itemsize: int | None = None) -> dict:
+    """`timed`: (batch, {stage: ms}) as measured; `kv_itemsize`: the KV cache's bytes a value, if not the model's."""
     cfg, itemsize = model.cfg, model.dtype.itemsize
     batches = []
     for batch, ms in timed:
-        costs = stage_costs(cfg, cfg.codec, batch, context, itemsize)
+        costs = stage_costs(cfg, cfg.codec, batch, context, itemsize, kv_itemsize)
         row = {name: reached(costs[name], ms[name], tflops, tbps) for name in STAGES}
         step = reached(sum((costs[name] for name in STAGES), Cost(itemsize)), sum(ms.values()), tflops, tbps)
         step.update(floor_ms=sum(row[name]["floor_ms"] for name in STAGES), bound="stages in turn")
         batches.append(dict(batch=batch, **row, step=step))
     out = dict(model=model.name, device=device, dtype=str(model.dtype).removeprefix("torch."), commit=commit(),
                date=time.strftime("%Y-%m-%d"), context=context, limits=dict(tflops=tflops, tbps=tbps),
-               batches=batches, memory=memory_plan(cfg, max(b for b, _ in timed), context, block, itemsize))
+               batches=batches, memory=memory_plan(cfg, max(b for b, _ in timed), context, block, itemsize, kv_itemsize))
     if torch.cuda.is_available():
         out["memory"].update(peak_allocated_gib=torch.cuda.max_memory_allocated() / GIB,
                              device_gib=torch.cuda.mem_get_info()[1] / GIB)

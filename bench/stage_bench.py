@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams  # noqa: E402
 from engine.core.graphs import decode_buckets_up_to  # noqa: E402
-from engine.kernels.registry import CODEC_CONVS, KernelSettings, codec_conv_ops, ops  # noqa: E402
+from engine.kernels.registry import CODEC_CONVS, KV_CACHES, KernelSettings, codec_conv_ops, ops  # noqa: E402
 from bench.conv_shapes import decode_conv_shapes  # noqa: E402
 from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
 from bench.roofline_report import print_report, report  # noqa: E402
@@ -145,6 +145,7 @@ def main(argv=None) -> dict:
                    help="cuDNN algorithms timed per convolution shape (0: the heuristic's pick)")
     p.add_argument("--codec-conv", nargs="+", choices=CODEC_CONVS, default=[KernelSettings.codec_conv],
                    help="the codec decoder's convolutions; several: its graphs captured and timed with each in turn")
+    p.add_argument("--kv-cache", choices=tuple(KV_CACHES), default="auto", help="the talker's KV cache dtype")
     p.add_argument("--max-active", type=int, default=1024, help="serve's, for the start-up count of conv searches")
     p.add_argument("--reps", type=int, default=20, help="timed calls per stage and batch; their median is kept")
     p.add_argument("--json", help="write the per-stage roofline of every batch here")
@@ -153,7 +154,8 @@ def main(argv=None) -> dict:
     p.add_argument("--peak-tbps", type=float, default=PEAK_TBPS,
                    help=f"its memory bandwidth, TB/s (default: H100 SXM's HBM3, {PEAK_TBPS:g})")
     args = p.parse_args(argv)
-    settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search, codec_conv=args.codec_conv[0])
+    settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search, codec_conv=args.codec_conv[0],
+                              kv_cache=args.kv_cache)
     engine = Engine.load(dummy=args.dummy, max_active=max(args.batches),
                          kv_tokens_per_stream=-(-args.context // 64) * 64, kernels=settings, use_graphs=False)
     r, cuda = engine.runner, engine.model.device.type == "cuda"
@@ -182,7 +184,7 @@ def main(argv=None) -> dict:
                     for conv in args.codec_conv))
     results = {conv: report(engine.model, device, args.context, r.block_size,
                             [(b, dict(steps[b], decode=d["ms"][b])) for b in args.batches], args.peak_tflops,
-                            args.peak_tbps) for conv, d in decodes.items()}
+                            args.peak_tbps, r.kv.k.element_size()) for conv, d in decodes.items()}
     for conv, result in results.items():
         print(f"\ncodec convolutions: {conv}", end="")
         print_report(result)

@@ -47,7 +47,8 @@ class Engine:
         log.info("kernels: %s", chosen.describe())
         by_memory = kv_tokens_per_stream is None
         kv_blocks = None if by_memory else max_active * kv_tokens_per_stream // block_size
-        self.runner = ModelRunner(model, max_active, kv_blocks, block_size, use_graphs, chosen.side_decode)
+        self.runner = ModelRunner(model, max_active, kv_blocks, block_size, use_graphs, chosen.side_decode,
+                                  chosen.kv_dtype)
         if by_memory:
             graphs = 0
             if cuda:

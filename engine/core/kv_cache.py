@@ -87,8 +87,8 @@ class PagedKVCache:
             blocks = upload(pairs, device=self.k.device)
             src, dst = (blocks[:, i, None] * self.block_size + torch.arange(self.block_size, device=self.k.device)
                         for i in (0, 1))
-            self.k[:, dst.flatten()] = self.k[:, src.flatten()]
-            self.v[:, dst.flatten()] = self.v[:, src.flatten()]
+            for cache in (self.k.view(torch.uint8), self.v.view(torch.uint8)):    # bytes: fp8's too
+                cache[:, dst.flatten()] = cache[:, src.flatten()]
 
     def prefix_table_rows(self, entries) -> list[int]:
         rows = [self.stream_slots + i for i in range(len(entries))]

@@ -19,9 +19,9 @@ PREFILL_BUCKETS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 
 class ModelRunner:
     def __init__(self, model, max_active: int, kv_blocks: int | None, block_size: int = 16,
-                 use_graphs: bool | None = None, side_decode: bool = False):
-        """kv_blocks None: allocate_kv later, once the stages' memory is measured."""
-        self.model, self.device = model, model.device
+                 use_graphs: bool | None = None, side_decode: bool = False, kv_dtype: torch.dtype | None = None):
+        """kv_blocks None: allocate_kv later, once the stages' memory is measured; kv_dtype None: the model's."""
+        self.model, self.device, self.kv_dtype = model, model.device, kv_dtype or model.dtype
         self.max_blocks = math.ceil(MAX_CONTEXT / block_size)
         n = max_active + 1
         self.scratch, self.block_size = max_active, block_size
@@ -48,7 +48,7 @@ class ModelRunner:
         """Before capture: the graphs hold its address."""
         self.kv = None
         self.kv = PagedKVCache(self.model.kv_layout, blocks + 1, self.block_size, self.scratch + 1, self.max_blocks,
-                               self.model.dtype, self.device)
+                               self.kv_dtype, self.device)
 
     def _stage_inputs(self) -> list:
         i64 = lambda *shape: torch.zeros(0, *shape, dtype=torch.int64, device=self.device)

@@ -1,4 +1,5 @@
-"""Attention over the paged KV cache; a prompt row's context ends at its own position (causal prefill)."""
+"""Attention over the paged KV cache; a prompt row's context ends at its own position (causal prefill). A cache of
+another dtype than the queries (fp8) is written rounded to it and read back in the queries' dtype."""
 import torch
 import torch.nn.functional as F
 
@@ -17,7 +18,7 @@ def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, s
     block_tables = block_tables[:, :-(-int(context_lens.max()) // block_size)]
     offsets = torch.arange(block_size, device=q.device)
     index = (block_tables[:, :, None] * block_size + offsets).flatten(1)
-    keys, values = k_cache[index].transpose(1, 2), v_cache[index].transpose(1, 2)
+    keys, values = (gather_rows(cache, index).transpose(1, 2).to(q.dtype) for cache in (k_cache, v_cache))
     mask = (torch.arange(index.shape[1], device=q.device)[None] < context_lens[:, None])[:, None, None]
     o = F.scaled_dot_product_attention(q[:, :, None], keys, values, attn_mask=mask, scale=scale, enable_gqa=True)
     return o[:, :, 0]
@@ -37,8 +38,8 @@ if triton is not None:
         if WRITE:
             slot = tl.load(slots_ptr + b)
             at = (slot * KV_HEADS + kvh) * D + dims
-            tl.store(k_ptr + at, tl.load(k_new_ptr + b * stride_k_new + kvh * D + dims))
-            tl.store(v_ptr + at, tl.load(v_new_ptr + b * stride_v_new + kvh * D + dims))
+            tl.store(k_ptr + at, tl.load(k_new_ptr + b * stride_k_new + kvh * D + dims).to(k_ptr.dtype.element_ty))
+            tl.store(v_ptr + at, tl.load(v_new_ptr + b * stride_v_new + kvh * D + dims).to(v_ptr.dtype.element_ty))
             tl.debug_barrier()
         row_ok = rows < GROUP
         q_offs = (b * KV_HEADS * GROUP + kvh * GROUP + rows)[:, None] * D + dims[None, :]
@@ -52,8 +53,8 @@ if triton is not None:
             block = tl.load(tables_ptr + b * stride_tables + i)
             live = i * BLOCK + tokens < length
             offs = ((block * BLOCK + tokens) * KV_HEADS + kvh)[:, None] * D + dims[None, :]
-            k = tl.load(k_ptr + offs, mask=live[:, None], other=0.0)
-            v = tl.load(v_ptr + offs, mask=live[:, None], other=0.0)
+            k = tl.load(k_ptr + offs, mask=live[:, None], other=0.0).to(q.dtype)
+            v = tl.load(v_ptr + offs, mask=live[:, None], other=0.0).to(q.dtype)
             scores = tl.dot(q, tl.trans(k), input_precision=precision) * scale
             scores = tl.where(live[None, :], scores, float("-inf"))
             m_new = tl.maximum(m, tl.max(scores, axis=1))
@@ -65,10 +66,21 @@ if triton is not None:
         tl.store(o_ptr + q_offs, (acc / s[:, None]).to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
+def gather_rows(cache, index):
+    """cache[index], through its bytes: any dtype's gather (fp8's included)."""
+    return cache.view(torch.uint8)[index].view(cache.dtype)
+
+
+def write(k_cache, v_cache, new) -> None:
+    k, v, slots = new
+    for cache, x in ((k_cache, k), (v_cache, v)):
+        cache.view(torch.uint8)[slots] = x.to(cache.dtype).view(torch.uint8)
+
+
 def paged_attention_torch(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, new=None,
                           one_per_stream=False):
     if new is not None:
-        k_cache[new[2]], v_cache[new[2]] = new[0], new[1]
+        write(k_cache, v_cache, new)
     return paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size)
 
 
@@ -77,7 +89,7 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, bloc
     """Rows of one prompt read each other's keys, so only decode writes them in the kernel."""
     fused = new is not None and one_per_stream and all(t.stride(-1) == 1 and t.stride(1) == t.shape[2] for t in new[:2])
     if new is not None and not fused:
-        k_cache[new[2]], v_cache[new[2]] = new[0], new[1]
+        write(k_cache, v_cache, new)
     b, heads, d = q.shape
     kv_heads = k_cache.shape[1]
     group = heads // kv_heads

@@ -20,6 +20,7 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
              ring_attention=ring_attention.ring_attention_torch, write_rows=row_copy.write_rows_torch,
              conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
 CODEC_CONVS = ("cudnn", "gemm")
+KV_CACHES = {"auto": None, "fp8": torch.float8_e4m3fn}   # None: the model's dtype; fp8 unscaled, as vLLM's default
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
             "process_talker_logits")
 
@@ -34,16 +35,19 @@ class KernelSettings:
     side_decode: bool = True
     conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
     codec_conv: str = "cudnn"  # the codec decoder's convolutions: "cudnn", or "gemm" (cuBLAS matmuls, no search)
+    kv_cache: str = "auto"     # the talker's KV cache: "auto" (the model's dtype) or "fp8" (half the bytes a token)
 
 
 @dataclass(frozen=True)
 class Kernels:
     choices: dict
     side_decode: bool
+    kv_dtype: torch.dtype | None = None
 
     def describe(self) -> str:
         return " ".join(f"{op}={how}" for op, how in self.choices.items()) + \
-            f" decode={'side stream' if self.side_decode else 'in line'}"
+            f" decode={'side stream' if self.side_decode else 'in line'}" + \
+            (f" kv={str(self.kv_dtype).removeprefix('torch.')}" if self.kv_dtype else "")
 
 
 def by_shape(fits, kernel, otherwise):
@@ -63,6 +67,8 @@ def codec_conv_ops(choice: str, compiled: bool) -> dict:
 def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
     if settings.codec_conv not in CODEC_CONVS:
         raise ValueError(f"codec_conv must be one of {CODEC_CONVS}, not {settings.codec_conv!r}")
+    if settings.kv_cache not in KV_CACHES:
+        raise ValueError(f"kv_cache must be one of {tuple(KV_CACHES)}, not {settings.kv_cache!r}")
     chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
     gpu = device.type == "cuda"
     cuda = gpu and few_row_layer.triton is not None
@@ -109,4 +115,4 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             if names[op] == "torch":
                 names[op] = search
     ops.__dict__.update(chosen)
-    return Kernels(names, side_decode=gpu and settings.side_decode)
+    return Kernels(names, side_decode=gpu and settings.side_decode, kv_dtype=KV_CACHES[settings.kv_cache])

@@ -39,6 +39,9 @@ def add_parser(sub):
     p.add_argument("--kv-tokens-per-stream", type=int,
                    help="a KV cache of max-active x this many tokens instead (default: by memory; on a CPU at most "
                         "2048 a stream); a stream beyond the free cache gets `busy`")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto",
+                   help="the talker's KV cache: auto (the model's dtype) or fp8 (e4m3, unscaled: half the bytes a "
+                        "token, so the attention reads half; its error is bench/gpu_check.py's to bound)")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
     p.add_argument("--max-message-bytes", type=int, default=65536, help="largest WebSocket text message")
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
@@ -91,7 +94,8 @@ def run(args, argv: list[str]) -> int:
                       gpu_memory_utilization=args.gpu_memory_utilization, max_step_ms=args.max_step_ms,
                       max_queue_ms=args.max_queue_ms, aligner=args.aligner, dummy_aligner=args.dummy_aligner,
                       dummy_aligner_times=args.dummy_aligner_times,
-                      voices_dir=args.voices_dir or None, max_voices=args.max_voices)
+                      voices_dir=args.voices_dir or None, max_voices=args.max_voices,
+                      kv_cache_dtype=args.kv_cache_dtype)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))

@@ -24,20 +24,22 @@ class EngineSpec:
     dummy_aligner_times: str = "speaker"          # a speaker's at an even pace (aligner/speaker_times.py), or "model"
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
     max_voices: int = 64                          # registered voices kept, in memory and on disk alike
+    kv_cache_dtype: str = "auto"                  # the talker's KV cache: the model's dtype, or fp8
 
     def build(self):
         from aligner import Aligner
         from engine import Engine, default_device_dtype
         from engine.core.startup import phase, report, report_compiles
-        from engine.kernels.registry import select
+        from engine.kernels.registry import KernelSettings, select
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
+        kernels = KernelSettings(kv_cache=self.kv_cache_dtype)
         t0 = time.perf_counter()
         aligner = None
         if self.aligner or self.dummy_aligner:
             with phase("kernel choice"):      # the engine's kernels and cuDNN search, which the aligner's graphs capture
-                select(device)
+                select(device, kernels)
             dummy = ("published" if cuda else "tiny") if self.dummy_aligner == "auto" else self.dummy_aligner
             aligner = Aligner.load(model=self.aligner, dummy=dummy, device=device, dtype=dtype)
             if dummy and self.dummy_aligner_times == "speaker":
@@ -49,7 +51,7 @@ class EngineSpec:
         engine = Engine.load(model=self.model, dummy=self.dummy, device=device, dtype=dtype, max_active=max_active,
                              kv_tokens_per_stream=self.kv_tokens_per_stream, max_step_ms=step_ms,
                              max_queue_ms=self.max_queue_ms, gpu_memory_utilization=self.gpu_memory_utilization,
-                             voices_dir=self.voices_dir, max_voices=self.max_voices).start()
+                             voices_dir=self.voices_dir, max_voices=self.max_voices, kernels=kernels).start()
         stats = engine.stats()
         log.info("engine %s loaded in %.1fs: %d streams at most, %d KV tokens (%s), max step %s ms",
                  engine.info["model"], time.perf_counter() - t0, max_active, stats["kv_tokens"],
