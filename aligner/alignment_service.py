@@ -3,7 +3,6 @@ turns between the engine's steps (a second reads each batch's results meanwhile)
 the job that fails alone loses its words; a new context gets words only while the device time planned for them covers
 its demand."""
 import contextlib
-import heapq
 import itertools
 import logging
 import math
@@ -15,14 +14,14 @@ from concurrent.futures import Future
 
 from engine.core.clock import REAL_CLOCK
 
+from .device_costs import DeviceCosts
 from .finisher import Finisher, InFlight, settle
+from .job_queue import JobQueue
 from .stream import RATE
 from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
-TURNS = 2.5               # a batch's forward spans about this many planned turns (its first slice, up to 30%, fits one)
 QUEUED_S = 0.5            # a job that waited longer for its batch waited behind other work: the aligner is behind
-RETRY = object()          # wakes the aligner thread for a batch whose results failed to read
 
 
 class AlignmentUnavailable(RuntimeError):
@@ -34,18 +33,13 @@ class AlignmentService:
                  side_work=None, gather: float = 0.25, gather_margin: float = 0.6, rate: int = RATE,
                  clock=REAL_CLOCK):
         """`aligner`: anything with align_units(); `side_work`: the engine's turn hook (None: run at once)."""
-        self.aligner, self.max_batch, self.max_samples = aligner, max_batch, int(max_batch_seconds * rate)
-        self.rate, self.clock = rate, clock       # the engine's audio, which the jobs hold
-        self.side_work, self.gather, self.gather_margin = side_work, gather, gather_margin
+        self.aligner, self.rate, self.clock = aligner, rate, clock       # rate: the engine's audio, which jobs hold
+        self.costs = DeviceCosts(rate, int(max_batch_seconds * rate))
+        self.side_work = side_work
         if side_work is not None:
             side_work.attach()              # the plan learns the frame's share before the first job
-        self.fixed_s, self.per_gflop_s = 0.0005, 6e-6     # a slice's device time: learnt from the turns taken
-        self.marginal_s = 0.0002                  # device seconds per aligned audio-second past the slices' fixed
         self.admission, self.late_s = WordsAdmission(clock), -math.inf
-        self.jobs: queue.Queue = queue.Queue()
-        self.max_queue = max_queue
-        self.waiting: list = []                   # heap of (due, arrival, job): the most urgent first
-        self.order, self.stopping = itertools.count(), False
+        self.queue = JobQueue(max_batch, max_queue, gather, gather_margin, clock)
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.pipelined = hasattr(aligner, "launch_units")     # else align_units answers at once: finished inline
         self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
@@ -62,11 +56,9 @@ class AlignmentService:
     def submit(self, audio, units: list[str], due: float | None = None) -> Future:
         """-> a Future of the units' spans; `due`: when (monotonic) they are needed."""
         future = Future()
-        if self.queued >= self.max_queue:
+        if not self.queue.put((audio, units, future, due, self.clock.monotonic())):
             self.stats["rejected"] += 1
             future.set_exception(AlignmentUnavailable("the aligner is overloaded (queue full)"))
-        else:
-            self.jobs.put_nowait((audio, units, future, due, self.clock.monotonic()))
         return future
 
     def admit(self) -> Future:
@@ -84,15 +76,22 @@ class AlignmentService:
 
     def cost_per_audio_s(self) -> float:
         """Device seconds a second of audio costs, at full batches."""
-        return self.marginal_s + self.aligner.slices * self.fixed_s * self.rate / max(self._batch_samples(), 1)
+        return self.costs.per_audio_s(self._plan(), self.aligner.slices)
+
+    def batch_samples(self) -> int:
+        plan = self._plan()                        # none (on a CPU): the most, whatever the aligner's slices
+        return self.costs.max_samples if plan is None else self.costs.batch_samples(plan, self.aligner.slices)
+
+    def _plan(self):
+        return None if self.side_work is None else self.side_work.plan
 
     @property
     def queued(self) -> int:
-        return self.jobs.qsize() + len(self.waiting)
+        return self.queue.queued
 
     def close(self) -> None:
         if self.thread.is_alive():
-            self.jobs.put(None)
+            self.queue.stop()
             self.thread.join(timeout=self.close_s)
         closed = AlignmentUnavailable("the aligner closed before the words were aligned")
         unread = [flight.batch for flight in list(self.finisher.flying.values())]
@@ -100,7 +99,7 @@ class AlignmentService:
             settle(item[2], error=closed)           # left only where the device outlived the wait
 
     def _run(self) -> None:
-        while (batch := self._next_batch()) is not None:
+        while (batch := self.queue.next_batch(self.batch_samples)) is not None:
             self._isolated(batch)
             self._retry()
         self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
@@ -117,56 +116,6 @@ class AlignmentService:
             while True:
                 out.append(self.retries.get_nowait())
         return out
-
-    def _take(self, timeout: float | None = 0.0) -> bool:
-        """One queued job into the waiting heap (most urgent first); False: none came, or close() asked to stop."""
-        try:
-            item = self.jobs.get(timeout=timeout) if timeout is None or timeout > 0 else self.jobs.get_nowait()
-        except queue.Empty:
-            return False
-        if item is None or item is RETRY:
-            self.stopping = self.stopping or item is None
-            return False
-        heapq.heappush(self.waiting, (math.inf if item[3] is None else item[3], next(self.order), item))
-        return True
-
-    def _next_batch(self) -> list | None:
-        """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due."""
-        if not self.waiting and (self.stopping or not self._take(None)):
-            return None if self.stopping else []              # []: woken to retry a batch
-        until = self.gather_until(self.clock.monotonic())
-        while len(self.waiting) <= self.max_batch and not self.stopping:
-            if not self._take(min(self.waiting[0][0] - self.gather_margin, until) - self.clock.monotonic()):
-                break
-        return self.cut()
-
-    def gather_until(self, start: float) -> float:
-        """A batch whose first job is taken at `start` gathers until then, or `gather_margin` before a job is due."""
-        due = self.waiting[0][0] - self.gather_margin
-        return start if due == math.inf else min(due, start + self.gather)
-
-    def cut(self) -> list:
-        """The next batch: all queued compete by due time, the most urgent first, within max_batch and the audio."""
-        while self._take():
-            pass
-        batch, samples, most = [], 0, self._batch_samples()
-        while self.waiting and len(batch) < self.max_batch:
-            item = self.waiting[0][2]
-            if batch and samples + len(item[0]) > most:   # leads the next batch
-                break
-            heapq.heappop(self.waiting)
-            batch.append(item)
-            samples += len(item[0])
-        return [item for item in batch if item[2].set_running_or_notify_cancel()]   # skip abandoned jobs
-
-    def _batch_samples(self) -> int:
-        """Audio a batch may hold: its forward within TURNS turns as the engine plans them (larger batches spread the
-        slices' fixed time; a job waits for one batch before its own)."""
-        if self.side_work is None or self.side_work.plan is None:
-            return self.max_samples
-        forward = TURNS * self.side_work.plan.turn_s - self.aligner.slices * self.fixed_s
-        seconds = max(forward, 0.0) / self.marginal_s
-        return int(min(self.max_samples, seconds * self.rate))
 
     def _isolated(self, batch: list) -> None:
         """A failed batch is halved and retried until the job that fails alone is found: only it loses its words.
@@ -211,7 +160,7 @@ class AlignmentService:
             self.late_s = self._finish(flight)
         except Exception as exc:
             self.retries.put((flight.batch, exc))
-            self.jobs.put(RETRY)
+            self.queue.wake()
 
     def _launch(self, batch: list, queued: list[bool]) -> InFlight:
         """The batch's forward, in the engine's turns, queued on the device (an aligner without launch_units: run)."""
@@ -221,7 +170,7 @@ class AlignmentService:
 
         @contextlib.contextmanager
         def turn(weights: list[float]):           # the aligner asks once its host work is done
-            costs, asked = [self.fixed_s + self.per_gflop_s * w for w in weights], time.monotonic()
+            costs, asked = self.costs.of_slices(weights), time.monotonic()
             with self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 count = max(1, sum(total <= t.budget_s for total in itertools.accumulate(costs)))   # at least one
@@ -258,10 +207,7 @@ class AlignmentService:
         self.stats["jobs"] += len(flight.batch)
         self.stats["audio_seconds"] += audio_s
         measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
-        for seconds, gflop, n in measured:
+        for seconds, _, _ in measured:
             self.stats["device_seconds"] += seconds
             self.admission.used(seconds)
-            self.per_gflop_s = 0.8 * self.per_gflop_s + 0.2 * max(0.0, seconds - n * self.fixed_s) / max(gflop, 1e-3)
-        if measured and len(measured) == len(taken):
-            spent, fixed = sum(m[0] for m in measured), self.fixed_s * sum(m[2] for m in measured)
-            self.marginal_s = 0.8 * self.marginal_s + 0.2 * max(spent - fixed, 0.0) / max(audio_s, 1e-3)
+        self.costs.learn(measured, audio_s, len(measured) == len(taken))

@@ -172,17 +172,18 @@ class Flow:
         """The service's thread: gathers from the first job it takes, then cuts a batch and runs it."""
         if self.running:
             return
-        while self.service._take():
+        jobs = self.service.queue
+        while jobs.take():
             pass
-        if not self.service.waiting:
+        if not jobs.waiting:
             return
         if self.gathering is None:
-            self.gathering = self.service.gather_until(self.now)
-        deadline = min(self.service.waiting[0][0] - self.service.gather_margin, self.gathering)
-        if self.now < deadline and len(self.service.waiting) <= self.service.max_batch:
+            self.gathering = jobs.gather_until(self.now)
+        deadline = min(jobs.waiting[0][0] - jobs.gather_margin, self.gathering)
+        if self.now < deadline and len(jobs.waiting) <= jobs.max_batch:
             self.at(deadline, self.wake)
             return
-        batch, self.gathering, self.running = self.service.cut(), None, True
+        batch, self.gathering, self.running = jobs.cut(self.service.batch_samples()), None, True
         self.batches.append([self.jobs[id(item[2])] for item in batch])
         self.at(self.now + self.forward_s([(item[0], item[1]) for item in batch]), self.answered, batch)
 

@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aligner.align import input_ids  # noqa: E402
-from aligner.alignment_service import TURNS  # noqa: E402
+from aligner.device_costs import TURNS  # noqa: E402
 from aligner.audio_encoder import CHUNK, SLOTS, TOKENS, audio_tokens  # noqa: E402
 from aligner.config import PUBLISHED, AlignerConfig, published_config  # noqa: E402
 from aligner.features import mel_shape  # noqa: E402

@@ -23,7 +23,7 @@ def test_a_steady_load_gets_every_window_aligned_before_it_is_due(step_ms, per_s
     gaps = [b - a for a, b in zip(frames.step_starts, frames.step_starts[1:])]
     assert max(gaps) <= FRAME_S + 1e-9                   # no step waits past its frame for a turn
     assert sum(g > step_ms / 1000 + 1e-9 for g in gaps) > len(gaps) / 2      # turns were given, most frames
-    assert abs(frames.service.per_gflop_s - GFLOP_S) < 0.1 * GFLOP_S         # the cost per slice, learnt
+    assert abs(frames.service.costs.per_gflop_s - GFLOP_S) < 0.1 * GFLOP_S         # the cost per slice, learnt
 
 
 def test_overload_refuses_new_contexts_words_and_keeps_every_admitted_one_in_time():

@@ -352,7 +352,7 @@ def test_a_forward_takes_as_many_turns_as_its_slices_need_and_gives_the_same_tim
     slices = len(aligner.model.encoder) + len(aligner.model.text)
     gate, stop = SideWork(), threading.Event()
     service = AlignmentService(aligner, side_work=gate).start()
-    service.fixed_s, service.per_gflop_s = 0.0, 1.0            # a slice costs its GFLOP in seconds
+    service.costs.fixed_s, service.costs.per_gflop_s = 0.0, 1.0            # a slice costs its GFLOP in seconds
     budget = [None]                                           # None: what the waiting slice asks for
 
     def engine():

@@ -77,9 +77,9 @@ def test_an_icl_prompt_whose_streamed_text_covers_the_frames_keeps_tts_eos_for_l
     assert prompt.consumed == frames + 1 and not prompt.eos_consumed
 
 
-def kv_cache(blocks: int) -> PagedKVCache:
+def kv_cache(blocks: int, dtype=torch.float32) -> PagedKVCache:
     cfg = TTSConfig.from_dicts(*dummy_configs("tiny")).talker
-    return PagedKVCache(cfg, blocks + 1, 16, 3, 8, torch.float32, "cpu")
+    return PagedKVCache(cfg, blocks + 1, 16, 3, 8, dtype, "cpu")
 
 
 def stream(slot: int) -> SimpleNamespace:
@@ -91,8 +91,9 @@ def prompt(key: str, prefix: int, own: int) -> SimpleNamespace:
                            length=prefix + own)
 
 
-def test_prefix_blocks_are_shared_freed_with_their_last_user_and_evicted_when_blocks_run_out():
-    kv = kv_cache(8)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float8_e4m3fn])     # the partial block copied as bytes
+def test_prefix_blocks_are_shared_freed_with_their_last_user_and_evicted_when_blocks_run_out(dtype):
+    kv = kv_cache(8, dtype)
     a, b = stream(0), stream(1)
     for s in (a, b):
         assert kv.can_start(prompt("p", 20, 5))
@@ -103,7 +104,7 @@ def test_prefix_blocks_are_shared_freed_with_their_last_user_and_evicted_when_bl
     kv.k[:, entry.blocks[1] * 16:entry.blocks[1] * 16 + 4] = 7.0
     kv.copy_partial_blocks([a, b])
     for s in (a, b):
-        assert (kv.k[:, s.kv.block_table[1] * 16:s.kv.block_table[1] * 16 + 4] == 7.0).all()
+        assert (kv.k[:, s.kv.block_table[1] * 16:s.kv.block_table[1] * 16 + 4].float() == 7.0).all()
     kv.release(a)
     assert entry.users == 1 and len(kv.free_blocks) == 5
     kv.release(b)
