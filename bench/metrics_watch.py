@@ -1,5 +1,5 @@
 """/metrics sampled while a level runs, for the gauges a scrape after it sees only at their idle end: each one's
-spread (p10, p50, p90, max) over the samples."""
+spread (p10, p50, p90, max) over the samples, and how many scrapes failed (a slow /metrics under load)."""
 import threading
 import urllib.request
 
@@ -22,6 +22,7 @@ class MetricsWatch:
     def __init__(self, http_url: str, period_s: float = 1.0):
         self.url, self.period_s = f"{http_url}/metrics", period_s
         self.samples: list[dict[str, float]] = []
+        self.missed = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -36,13 +37,13 @@ class MetricsWatch:
     def _run(self) -> None:
         while not self.stop.wait(self.period_s):
             try:
-                with urllib.request.urlopen(self.url, timeout=self.period_s) as response:
+                with urllib.request.urlopen(self.url, timeout=5.0) as response:
                     self.samples.append(parse(response.read().decode()))
-            except OSError:                  # a missed scrape is a missing sample, not a failed level
-                pass
+            except OSError:                  # a missing sample, counted, not a failed level
+                self.missed += 1
 
-    def summary(self) -> dict[str, list[float]]:
-        out = {}
+    def summary(self) -> dict:
+        out = dict(samples=len(self.samples), missed=self.missed)
         for name in GAUGES:
             values = [s[name] for s in self.samples if name in s]
             if values:

@@ -188,7 +188,7 @@ def main(argv=None) -> dict:
     for conv, result in results.items():
         print(f"\ncodec convolutions: {conv}", end="")
         print_report(result)
-        result.update(codec_conv=conv, decode_capture_s=decodes[conv]["capture_s"],
+        result.update(codec_conv=conv, kv_cache=args.kv_cache, decode_capture_s=decodes[conv]["capture_s"],
                       cudnn_conv_shapes=decodes[conv]["cudnn_conv_shapes"])
     result = results[args.codec_conv[0]]
     if len(results) > 1:

@@ -28,6 +28,9 @@ def test_attention_over_an_fp8_cache_stays_close_to_a_full_one():
                      for dtype in (torch.float32, FP8))
     assert rounded.dtype == torch.float32 and 0 < ((rounded - full).norm() / full.norm()).item() < 0.05
     assert torch.equal(caches[FP8][1][new[2]].float(), new[1].to(FP8).float())
+    kc, vc = caches[FP8]                                        # past fp8's range: saturated, never NaN
+    pa.write(kc, vc, (torch.full((1, kv_heads, d), 1e4), torch.full((1, kv_heads, d), -1e4), torch.tensor([0])))
+    assert kc[0].float().eq(448).all() and vc[0].float().eq(-448).all()
 
 
 def test_an_engine_with_an_fp8_cache_speaks_from_a_quarter_of_the_bytes():
@@ -58,3 +61,10 @@ def test_serve_passes_the_cache_dtype_to_the_engine_and_refuses_an_unknown_one()
         engine.shutdown()
     with pytest.raises(ValueError, match="kv_cache must be one of"):
         select(torch.device("cpu"), KernelSettings(kv_cache="fp4"))
+
+
+def test_a_gpu_older_than_ada_is_told_to_keep_the_models_dtype(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
+    with pytest.raises(ValueError, match="compute capability 8.9 or newer.*A100.*--kv-cache-dtype auto"):
+        select(torch.device("cuda"), KernelSettings(kv_cache="fp8"))

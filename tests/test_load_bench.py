@@ -124,7 +124,7 @@ def test_metrics_sampled_during_a_level_keep_each_gauges_spread():
         {"tts_engine_step_ms": 12.5, "tts_aligner_used": 0.25}
     watch = MetricsWatch("http://127.0.0.1:9")
     watch.samples = [{"tts_engine_step_ms": float(v)} for v in range(11)]
-    assert watch.summary() == {"tts_engine_step_ms": [1.0, 5.0, 9.0, 10.0]}
+    assert watch.summary() == {"samples": 11, "missed": 0, "tts_engine_step_ms": [1.0, 5.0, 9.0, 10.0]}
 
 
 def test_why_words_were_refused_is_kept_with_three_messages_whole():

@@ -4,6 +4,7 @@ from collections import deque
 import torch
 
 from engine.models.base import KVLayout
+from engine.kernels.paged_attention import as_bytes
 from engine.kernels.registry import ops
 from engine.core.prefix_cache import PrefixCache
 from engine.core.sequence import KVState
@@ -87,7 +88,7 @@ class PagedKVCache:
             blocks = upload(pairs, device=self.k.device)
             src, dst = (blocks[:, i, None] * self.block_size + torch.arange(self.block_size, device=self.k.device)
                         for i in (0, 1))
-            for cache in (self.k.view(torch.uint8), self.v.view(torch.uint8)):    # bytes: fp8's too
+            for cache in (as_bytes(self.k), as_bytes(self.v)):
                 cache[:, dst.flatten()] = cache[:, src.flatten()]
 
     def prefix_table_rows(self, entries) -> list[int]:

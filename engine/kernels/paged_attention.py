@@ -66,15 +66,22 @@ if triton is not None:
         tl.store(o_ptr + q_offs, (acc / s[:, None]).to(o_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
+def as_bytes(cache):
+    """A one-byte cache (fp8) as uint8, which every gather and scatter takes; others as they are."""
+    return cache.view(torch.uint8) if cache.element_size() == 1 else cache
+
+
 def gather_rows(cache, index):
-    """cache[index], through its bytes: any dtype's gather (fp8's included)."""
-    return cache.view(torch.uint8)[index].view(cache.dtype)
+    return as_bytes(cache)[index].view(cache.dtype)
 
 
 def write(k_cache, v_cache, new) -> None:
+    """Rounded to the cache's dtype; fp8 saturates at its largest value, as the kernel's write does, never NaN."""
     k, v, slots = new
     for cache, x in ((k_cache, k), (v_cache, v)):
-        cache.view(torch.uint8)[slots] = x.to(cache.dtype).view(torch.uint8)
+        if cache.element_size() == 1:
+            x = x.clamp(-torch.finfo(cache.dtype).max, torch.finfo(cache.dtype).max)
+        as_bytes(cache)[slots] = as_bytes(x.to(cache.dtype))
 
 
 def paged_attention_torch(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, new=None,

@@ -71,6 +71,10 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
         raise ValueError(f"kv_cache must be one of {tuple(KV_CACHES)}, not {settings.kv_cache!r}")
     chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
     gpu = device.type == "cuda"
+    if gpu and settings.kv_cache == "fp8" and torch.cuda.get_device_capability(device) < (8, 9):
+        raise ValueError(f"an fp8 KV cache needs a GPU of compute capability 8.9 or newer (Ada, Hopper); "
+                         f"{torch.cuda.get_device_name(device)} is {torch.cuda.get_device_capability(device)}: "
+                         "--kv-cache-dtype auto")
     cuda = gpu and few_row_layer.triton is not None
 
     def use(op, fn, name):
