@@ -76,14 +76,12 @@ class AlignmentService:
 
     def cost_per_audio_s(self) -> float:
         """Device seconds a second of audio costs, at full batches."""
-        return self.costs.per_audio_s(self._plan(), self.aligner.slices)
+        return self.costs.per_audio_s(self.batch_samples(), self.aligner.slices)
 
     def batch_samples(self) -> int:
-        plan = self._plan()                        # none (on a CPU): the most, whatever the aligner's slices
-        return self.costs.max_samples if plan is None else self.costs.batch_samples(plan, self.aligner.slices)
-
-    def _plan(self):
-        return None if self.side_work is None else self.side_work.plan
+        """Audio a batch may hold; with no plan (on a CPU) the most, whatever the aligner's slices."""
+        plan = None if self.side_work is None else self.side_work.plan
+        return self.costs.max_samples if plan is None else self.costs.batch_samples(plan.turn_s, self.aligner.slices)
 
     @property
     def queued(self) -> int:

@@ -14,18 +14,15 @@ class DeviceCosts:
         """Each slice's device seconds, from its GFLOP."""
         return [self.fixed_s + self.per_gflop_s * w for w in weights]
 
-    def batch_samples(self, plan, slices: int) -> int:
-        """Audio a batch of forwards in `slices` may hold: within TURNS turns as the engine plans them (larger batches
-        spread the slices' fixed time; a job waits for one batch before its own). No plan: the most."""
-        if plan is None:
-            return self.max_samples
-        forward = TURNS * plan.turn_s - slices * self.fixed_s
-        seconds = max(forward, 0.0) / self.marginal_s
+    def batch_samples(self, turn_s: float, slices: int) -> int:
+        """Audio a batch of forwards in `slices` may hold: within TURNS planned turns of `turn_s` (larger batches
+        spread the slices' fixed time; a job waits for one batch before its own)."""
+        seconds = max(TURNS * turn_s - slices * self.fixed_s, 0.0) / self.marginal_s
         return int(min(self.max_samples, seconds * self.rate))
 
-    def per_audio_s(self, plan, slices: int) -> float:
-        """Device seconds a second of audio costs, at full batches."""
-        return self.marginal_s + slices * self.fixed_s * self.rate / max(self.batch_samples(plan, slices), 1)
+    def per_audio_s(self, batch_samples: int, slices: int) -> float:
+        """Device seconds a second of audio costs, in batches of `batch_samples`."""
+        return self.marginal_s + slices * self.fixed_s * self.rate / max(batch_samples, 1)
 
     def learn(self, measured: list[tuple[float, float, int]], audio_s: float, complete: bool) -> None:
         """`measured`: (device seconds, GFLOP, slices) of a batch's timed turns; `complete`: every turn timed."""
