@@ -43,7 +43,7 @@ def check_kernel() -> None:
 
 def check_snake() -> None:
     """The Triton SnakeBeta against layer_math.py's torch math (float32): plain, with a bias (and a bias column after
-    it), behind a history, and on a time-strided input (a transposed conv's trimmed output)."""
+    it), behind a history (with a bias too), and on a time-strided input (a transposed conv's trimmed output)."""
     torch.manual_seed(0)
     worst = 0.0
     for b, t, c, ctx in ((1, 4, 1536, 6), (7, 640, 192, 54), (33, 1920, 96, 18), (5, 160, 384, 0)):
@@ -54,7 +54,9 @@ def check_snake() -> None:
             pairs = [(snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
                      (snake.snake(x, alpha, beta, bias), layer_math.snake(x, alpha, beta, bias)),
                      (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
-                     (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta))]
+                     (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta)),
+                     (snake.snake_after(history, x, alpha, beta, bias),
+                      layer_math.snake_after(history, x, alpha, beta, bias))]
             for got, want in pairs:
                 assert got.shape == want.shape
                 worst = max(worst, (got - want).abs().max().item())

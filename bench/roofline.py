@@ -41,12 +41,15 @@ class Cost:
         self.activations += rows * (k + n + accumulate * n) * self.itemsize
 
     def conv(self, batch: int, c_in: int, c_out: int, kernel: int, t_in: int, t_out: int, history: int = 0,
-             groups: int = 1, transposed: bool = False, bias: bool = True) -> None:
-        """t_in: new input steps; `history` more are carried per stream (read, then the last ones written back)."""
-        self.flops += 2 * batch * c_in // groups * c_out * kernel * ((t_in + history) if transposed else t_out)
+             groups: int = 1, transposed: bool = False, bias: bool = True, dilation: int = 1) -> None:
+        """t_in: new input steps; `history` more are carried per stream (read, then the last ones written back). A
+        dilated conv keeps dilation - 1 older steps, reads those that make its input whole dilations, and outputs them
+        (dropped); its state counts as the kept steps read and written."""
+        lead, kept = -t_in % dilation, history + (dilation - 1) * (history > 0)
+        self.flops += 2 * batch * c_in // groups * c_out * kernel * ((t_in + history) if transposed else t_out + lead)
         self.params(c_in // groups * c_out * kernel + bias * c_out)
-        self.activations += batch * (c_in * t_in + c_out * t_out) * self.itemsize
-        self.state += 2 * batch * history * c_in * self.itemsize
+        self.activations += batch * (c_in * (t_in + lead) + c_out * (t_out + lead)) * self.itemsize
+        self.state += 2 * batch * kept * c_in * self.itemsize
 
     def attention(self, streams: int, queries: int, keys: int, heads: int, kv_heads: int, head_dim: int) -> None:
         """Of a stream's `keys`, the last `queries` are its new rows' own: written; the others read."""
@@ -145,7 +148,7 @@ def decode_cost(codec: dict, batch: int, itemsize: int = 2) -> Cost:
         steps *= rate
         for dilation in (1, 3, 9):
             c.params(4 * c_out)                                            # two SnakeBetas
-            c.conv(batch, c_out, c_out, 7, steps, steps, history=6 * dilation)
+            c.conv(batch, c_out, c_out, 7, steps, steps, history=6 * dilation, dilation=dilation)
             c.linear(batch * steps, c_out + BIAS_PAD, c_out, accumulate=True)     # its bias a row of the weight
     c.params(2 * dims[-1])
     c.conv(batch, dims[-1], 1, 7, steps, steps, history=6)

@@ -106,7 +106,9 @@ for b, t, c, ctx in ((2, 5, 12, 3), (3, 7, 8, 0)):
     for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):              # contiguous, and time-strided
         for got, want in ((snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
                           (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
-                          (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta))):
+                          (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta)),
+                          (snake.snake_after(history, x, alpha, beta, bias),
+                           layer_math.snake_after(history, x, alpha, beta, bias))):
             assert got.shape == want.shape and (got - want).abs().max() < 1e-5, (b, t, c, ctx)
         padded = snake.snake(x, alpha, beta, bias, 8)
         assert torch.equal(padded[..., c], torch.ones(b, t)) and not padded[..., c + 1:].any()   # the bias column

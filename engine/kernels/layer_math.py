@@ -38,5 +38,5 @@ def snake(x, alpha, beta, bias=None, pad: int = 0):
     return torch.cat([y, y.new_ones(*y.shape[:-1], 1), y.new_zeros(*y.shape[:-1], pad - 1)], dim=-1) if pad else y
 
 
-def snake_after(history, x, alpha, beta):
-    return torch.cat([history, snake(x, alpha, beta)], dim=1)
+def snake_after(history, x, alpha, beta, bias=None):
+    return torch.cat([history, snake(x, alpha, beta, bias)], dim=1)

@@ -69,5 +69,5 @@ def snake(x, alpha, beta, bias=None, pad: int = 0):
     return _launch(None, x, alpha, beta, bias, pad)
 
 
-def snake_after(history, x, alpha, beta):
-    return _launch(history, x, alpha, beta, None)
+def snake_after(history, x, alpha, beta, bias=None):
+    return _launch(history, x, alpha, beta, bias)

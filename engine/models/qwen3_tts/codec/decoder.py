@@ -21,12 +21,14 @@ class ResidualUnit(nn.Module):
         self.act2 = SnakeBeta(dim)
         self.conv2 = CausalConv(dim, dim, 1)
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        """Adds to x in place: the residual is the GEMM's accumulator, not a pass of its own."""
-        h = self.conv1(x, slots, self.act1, with_bias=False)
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """Adds to x in place: the residual is the GEMM's accumulator, not a pass of its own. `bias`: x's own, not
+        yet added (it rides the first SnakeBeta and the GEMM's bias row)."""
+        h = self.conv1(x, slots, self.act1, with_bias=False, input_bias=bias)
         h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias, BIAS_PAD)
         c = self.conv2.conv
-        rows = torch.cat([c.weight[:, :, 0].T, c.bias[None], c.bias.new_zeros(BIAS_PAD - 1, len(c.bias))])
+        total = c.bias if bias is None else c.bias + bias
+        rows = torch.cat([c.weight[:, :, 0].T, total[None], c.bias.new_zeros(BIAS_PAD - 1, len(c.bias))])
         return torch.baddbmm(x, h, rows.expand(len(x), -1, -1), out=x)
 
 
@@ -38,8 +40,11 @@ class UpsampleBlock(nn.Module):
                                     *(ResidualUnit(out_dim, dilation) for dilation in (1, 3, 9))])
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-        x = self.block[1](x, slots, self.block[0])
-        for unit in self.block[2:]:
+        """The transposed conv's bias goes to the first unit, which adds it on its way (no pass of its own)."""
+        trans_conv = self.block[1]
+        bias = trans_conv.conv.bias.detach()          # a parameter as a module's argument trips torch's module tracker
+        x = self.block[2](trans_conv(x, slots, self.block[0], with_bias=False), slots, bias)
+        for unit in self.block[3:]:
             x = unit(x, slots)
         return x
 

@@ -24,23 +24,30 @@ class Stateful(nn.Module):
         for name in self.state_specs:
             getattr(self, name).index_fill_(0, slots, 0)
 
-    def read_state(self, name: str, slots: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    def read_state(self, name: str, slots: torch.Tensor | None, like: torch.Tensor, last: int | None = None
+                   ) -> torch.Tensor:
+        """`last`: only the state's last rows, gathered into a tensor of their own."""
+        shape, dtype = self.state_specs[name]
         if slots is None:
-            shape, dtype = self.state_specs[name]
+            shape = shape if last is None else (last, *shape[1:])
             return torch.zeros(like.shape[0], *shape, dtype=dtype or like.dtype, device=like.device)
-        return getattr(self, name)[slots]
+        state = getattr(self, name)
+        return state[slots] if last is None or last == shape[0] else state[slots, shape[0] - last:]
 
     def write_state(self, name: str, slots: torch.Tensor | None, value: torch.Tensor):
         if slots is not None:
             ops.write_rows(getattr(self, name), slots, value)
 
-    def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None") -> torch.Tensor:
-        """act(x) behind the carried history in one fused pass; its tail becomes the new history."""
+    def conv_input(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None", lead: int = 0,
+                   bias: torch.Tensor | None = None) -> torch.Tensor:
+        """act(x + bias) behind the carried history (and `lead` older steps) in one fused pass; its tail becomes the
+        new history."""
         if not self.context:
             return x if act is None else act(x)
-        history = self.read_state("history", slots, x)
-        x = ops.snake_after(history, x, act.alpha, act.beta) if act is not None else torch.cat([history, x], dim=1)
-        self.write_state("history", slots, x[:, x.shape[1] - self.context:])
+        history = self.read_state("history", slots, x, self.context + lead)
+        x = ops.snake_after(history, x, act.alpha, act.beta, bias) if act is not None else torch.cat([history, x], 1)
+        kept = self.state_specs["history"][0][0]
+        self.write_state("history", slots, x[:, x.shape[1] - kept:])
         return x
 
 
@@ -50,23 +57,28 @@ def channels_last(conv: nn.Module) -> None:
 
 
 class CausalConv(Stateful):
+    """A dilated conv's input is made a whole number of dilations long, older steps in front, and their outputs
+    dropped: ops.conv may then run it as an undilated conv over its phases (cuDNN's dilated kernels are slower)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1, groups: int = 1):
         super().__init__()
         self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, groups=groups)
         self.context = (kernel_size - 1) * dilation
         if self.context:
-            self.add_state("history", (self.context, in_channels))
+            self.add_state("history", (self.context + dilation - 1, in_channels))
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
-                with_bias: bool = True) -> torch.Tensor:
-        """with_bias=False leaves the bias to the caller to fuse (cuDNN adds it in a separate, slow pass)."""
-        x = self.conv_input(x, slots, act)
+                with_bias: bool = True, input_bias: torch.Tensor | None = None) -> torch.Tensor:
+        """with_bias=False leaves the bias to the caller to fuse (cuDNN adds it in a separate, slow pass);
+        input_bias: the previous layer's, added before `act`."""
         c = self.conv
+        lead = -x.shape[1] % c.dilation[0]
+        x = self.conv_input(x, slots, act, lead, input_bias)
         bias = c.bias if with_bias else None
         if c.kernel_size[0] == 1 and c.groups == 1:
             return F.linear(x, c.weight[:, :, 0], bias)
-        return ops.conv(x, c.weight, bias, c.dilation[0], c.groups)
+        y = ops.conv(x, c.weight, bias, c.dilation[0], c.groups)
+        return y[:, lead:] if lead else y
 
 
 class CausalTransConv(Stateful):
@@ -80,9 +92,10 @@ class CausalTransConv(Stateful):
         if self.context:
             self.add_state("history", (self.context, in_channels))
 
-    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, slots: torch.Tensor | None, act: "SnakeBeta | None" = None,
+                with_bias: bool = True) -> torch.Tensor:
         x = self.conv_input(x, slots, act)
-        return ops.trans_conv(x, self.conv.weight, self.conv.bias, self.stride, self.context)
+        return ops.trans_conv(x, self.conv.weight, self.conv.bias if with_bias else None, self.stride, self.context)
 
 
 class SnakeBeta(nn.Module):
