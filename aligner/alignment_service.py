@@ -1,7 +1,7 @@
 """The alignment service: one thread batches every context's jobs, most urgent first, and launches their forwards in
 turns between the engine's steps (a second reads each batch's results meanwhile); a failed batch is split until only
-the job that fails alone loses its words; a new context gets words only while the device time planned or offered for
-them covers its demand."""
+the job that fails alone loses its words; a new context gets words only while the device time planned for them covers
+its demand."""
 import contextlib
 import itertools
 import logging
@@ -36,9 +36,9 @@ class AlignmentService:
         self.aligner, self.rate, self.clock = aligner, rate, clock       # rate: the engine's audio, which jobs hold
         self.costs = DeviceCosts(rate, int(max_batch_seconds * rate))
         self.side_work = side_work
-        self.admission, self.late_s = WordsAdmission(clock), -math.inf
         if side_work is not None:
-            side_work.attach(self.admission.offered)     # the plan learns the frame's share before the first job
+            side_work.attach()              # the plan learns the frame's share before the first job
+        self.admission, self.late_s = WordsAdmission(clock), -math.inf
         self.queue = JobQueue(max_batch, max_queue, gather, gather_margin, clock)
         self.thread = threading.Thread(target=self._run, name="aligner", daemon=True)
         self.pipelined = hasattr(aligner, "launch_units")     # else align_units answers at once: finished inline
@@ -75,7 +75,7 @@ class AlignmentService:
         return future
 
     def cost_per_audio_s(self) -> float:
-        """Device seconds a second of audio costs, at full batches: modelled (admission prefers the measured one)."""
+        """Device seconds a second of audio costs, at full batches."""
         return self.costs.per_audio_s(self.batch_samples(), self.aligner.slices)
 
     def batch_samples(self) -> int:
@@ -205,7 +205,7 @@ class AlignmentService:
         self.stats["jobs"] += len(flight.batch)
         self.stats["audio_seconds"] += audio_s
         measured = [(seconds, gflop, n) for t, gflop, n in taken if (seconds := t.seconds()) is not None]
-        device_s = sum(seconds for seconds, _, _ in measured)
-        self.stats["device_seconds"] += device_s
-        self.admission.used(device_s, audio_s)
+        for seconds, _, _ in measured:
+            self.stats["device_seconds"] += seconds
+            self.admission.used(seconds)
         self.costs.learn(measured, audio_s, len(measured) == len(taken))

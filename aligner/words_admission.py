@@ -1,7 +1,6 @@
 """Whether a new context can have word timestamps: the aligner's device time (measured over the last seconds, plus the
-contexts admitted lately whose audio has not come yet, at its measured cost) within a share of the device time side
-work has: the larger of what the engine plans for it and what its turns were offered lately; and its words staying
-ahead of the listeners. Contexts already admitted keep their words."""
+contexts admitted lately whose audio has not come yet, at its learnt cost) within a share of the device time the engine
+plans for side work, and its words staying ahead of the listeners. Contexts already admitted keep their words."""
 import threading
 from collections import deque
 
@@ -14,30 +13,18 @@ class WordsAdmission:
         real-time player passed them mean the aligner is behind."""
         self.clock, self.fill, self.window_s, self.ramp_s = clock, fill, window_s, ramp_s
         self.context_audio, self.margin_s = context_audio, margin_s
-        self.spent: deque = deque()          # (time, device seconds, audio seconds) of the aligner's batches lately
-        self.device_s = self.audio_s = 0.0
-        self.offers: deque = deque()         # (time, device seconds) of the turns offered to the aligner in the window
-        self.offered_s = 0.0
+        self.spent: deque = deque()          # (time, device seconds) of the aligner's turns in the window
+        self.device_s = 0.0
         self.admitted: deque = deque()       # when each context of the last `ramp_s` was admitted
         self.refused_behind = 0              # refusals because words came too late (the rest: no device time)
-        self._lock = threading.Lock()        # used(): the aligner's; offered(): the engine loop's; admit(): the core's
+        self._lock = threading.Lock()        # used() on the aligner's thread, admit() on the engine core's
 
-    def used(self, device_s: float, audio_s: float) -> None:
-        """A batch's device seconds and the audio seconds it aligned."""
+    def used(self, device_s: float) -> None:
         with self._lock:
             now = self.clock.monotonic()
             self._forget(now)
-            self.spent.append((now, device_s, audio_s))
+            self.spent.append((now, device_s))
             self.device_s += device_s
-            self.audio_s += audio_s
-
-    def offered(self, device_s: float) -> None:
-        """A turn given to the aligner, of `device_s` at most."""
-        with self._lock:
-            now = self.clock.monotonic()
-            self._forget(now)
-            self.offers.append((now, device_s))
-            self.offered_s += device_s
 
     def recent_use(self) -> float:
         """The aligner's device seconds a second over the window: what its turns took, against the plan's capacity."""
@@ -45,37 +32,24 @@ class WordsAdmission:
             self._forget(self.clock.monotonic())
             return self.device_s / self.window_s
 
-    def recent_offer(self) -> float:
-        """Device seconds a second the turns given to the aligner could take, over the window."""
-        with self._lock:
-            self._forget(self.clock.monotonic())
-            return self.offered_s / self.window_s
-
-    def admit(self, per_audio_s: float, planned: float, late_s: float) -> str | None:
-        """None: admitted; else the reason. `per_audio_s`: the modelled cost, where the window aligned no audio;
-        `planned`: side work's device seconds a second in the engine's plan; `late_s`: how long after a real-time
-        player passed its window the last batch's latest words came (negative: before)."""
+    def admit(self, per_audio_s: float, capacity: float, late_s: float) -> str | None:
+        """None: admitted; else the reason. `capacity`: side work's device seconds a second; `late_s`: how long after
+        a real-time player passed its window the last batch's latest words came (negative: before)."""
         with self._lock:
             now = self.clock.monotonic()
             self._forget(now)
-            capacity = max(planned, self.offered_s / self.window_s)
-            cost = self.device_s / self.audio_s if self.spent and self.audio_s > 0 else per_audio_s
-            demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * cost
+            demand = self.device_s / self.window_s + (len(self.admitted) + 1) * self.context_audio * per_audio_s
             if late_s > -self.margin_s:
                 self.refused_behind += 1
                 return f"the aligner is behind (words came {late_s:+.2f} s from a listener passing them)"
             if demand > self.fill * capacity:
                 return (f"the device has no time left for word alignment at this load ({demand:.2f} device-s/s "
-                        f"wanted, {capacity:.2f} planned or offered)")
+                        f"wanted, {capacity:.2f} planned)")
             self.admitted.append(now)
             return None
 
     def _forget(self, now: float) -> None:
         while self.spent and self.spent[0][0] < now - self.window_s:
-            _, device_s, audio_s = self.spent.popleft()
-            self.device_s -= device_s
-            self.audio_s -= audio_s
-        while self.offers and self.offers[0][0] < now - self.window_s:
-            self.offered_s -= self.offers.popleft()[1]
+            self.device_s -= self.spent.popleft()[1]
         while self.admitted and self.admitted[0] < now - self.ramp_s:
             self.admitted.popleft()

@@ -133,10 +133,7 @@ async def metrics(request: Request) -> PlainTextResponse:
                       tts_aligner_capacity=("device seconds a second planned for alignment, recent",
                                             stats.get("aligner_capacity", 0.0)),
                       tts_aligner_used=("device seconds a second the aligner's turns took, over the last 2 s",
-                                        stats.get("aligner_used", 0.0)),
-                      tts_aligner_offered=("device seconds a second the aligner's turns were offered (each its "
-                                           "budget within the plan), over the last 2 s",
-                                           stats.get("aligner_offered", 0.0)))
+                                        stats.get("aligner_used", 0.0)))
     return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
                              media_type="text/plain; version=0.0.4")
 

@@ -21,8 +21,7 @@ def test_a_context_refused_words_is_told_before_its_audio_and_speaks_on(server, 
     """The core's aligner answers that the GPU has no time planned for another context's words (its rule:
     test_aligner_plan.py): one `words_refused` with the reason, before the first audio, then the audio to `done` as
     without words; the next context asks again."""
-    full = ("the device has no time left for word alignment at this load (0.30 device-s/s wanted, 0.20 planned or "
-            "offered)")
+    full = "the device has no time left for word alignment at this load (0.30 device-s/s wanted, 0.20 planned)"
     refusal = Future()
     refusal.set_result(full)
     monkeypatch.setattr(AlignmentService, "admit", lambda self: refusal)

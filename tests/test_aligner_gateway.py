@@ -89,7 +89,7 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
     assert value["tts_aligner_jobs"] >= value["tts_aligner_batches"] >= 1
     assert value["tts_aligner_queued_seconds"] >= 0 and value["tts_aligner_turn_wait_seconds"] >= 0
     assert value["tts_aligner_refused_contexts"] >= value["tts_aligner_refused_behind_contexts"] == 0
-    assert value["tts_aligner_used"] >= 0 and value["tts_aligner_offered"] >= 0
+    assert value["tts_aligner_used"] >= 0
 
 
 def barge_in(srv, context_id, first, more, played_ms=lambda got: None):

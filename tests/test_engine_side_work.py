@@ -47,32 +47,6 @@ def test_the_planned_share_is_what_the_step_leaves_of_the_frame_without_the_turn
     assert abs(planned - (0.072 - (0.052 - 0.002))) < 1e-9   # (turn time averaged as the step's time is)
 
 
-def given(side_work: SideWork, budget_s: float):
-    """What give() answers a turn asked for on another thread, with `budget_s`."""
-    def side():
-        with side_work.turn(0.005) as turn:
-            turn.end("queued")
-    thread = threading.Thread(target=side)
-    thread.start()
-    while side_work.wanted is None:
-        time.sleep(0.001)
-    done = side_work.give("step", 1.0, budget_s)
-    thread.join(5)
-    return done
-
-
-def test_each_turn_given_tells_its_budget_within_the_plan():
-    """What the words admission counts as offered: the turn's budget, at most the share the plan left this frame."""
-    side_work, offers = SideWork(timeout_s=5, frame_s=0.08), []
-    side_work.attach(offers.append)
-    side_work.planned(0.05)                                   # 22 ms planned
-    assert given(side_work, 0.01) == given(side_work, 0.03) == "queued"
-    assert offers[0] == 0.01 and abs(offers[1] - 0.022) < 1e-9
-    cpu, told = SideWork(timeout_s=5), []
-    cpu.attach(told.append)
-    assert given(cpu, 0.01) == "queued" and told == []        # no plan (a CPU): no words admission to tell
-
-
 def test_a_stream_waiting_for_text_holds_the_turns_while_its_first_frames_wait_to_be_sent():
     from engine.api.request import SynthesisRequest
     from engine.core.scheduler import Scheduler

@@ -12,8 +12,7 @@ from bench.roofline import Cost, reached, stage_costs
 from bench.roofline_report import codec_state_bytes, memory_plan
 from engine import Engine
 from engine.kernels.registry import ops
-from engine.kernels.layer_math import BIAS_PAD
-from engine.models.qwen3_tts.codec.decoder import ResidualUnit
+from engine.models.qwen3_tts.codec.decoder import BIAS_PAD, ResidualUnit
 
 BATCH = 4               # a graph bucket: a batch between two runs padded to the next
 CONTEXT = 48            # whole 16-token blocks: the CPU's attention reads whole blocks, as counted
@@ -122,7 +121,7 @@ def test_stage_bench_compares_the_codec_conv_choices(tmp_path):
     out = json.loads(path.read_text())
     by = out["by_codec_conv"]
     assert out["codec_conv"] == "cudnn" and set(by) == {"cudnn", "gemm"}
-    assert by["cudnn"]["cudnn_conv_shapes"] == {"4": 19} and by["gemm"]["cudnn_conv_shapes"] == {"4": 0}
+    assert by["cudnn"]["cudnn_conv_shapes"] == {"4": 23} and by["gemm"]["cudnn_conv_shapes"] == {"4": 0}
     for result in by.values():
         (row,) = result["batches"]
         assert row["decode"]["ms"] > 0 and row["decode"]["gflop"] == out["batches"][0]["decode"]["gflop"]

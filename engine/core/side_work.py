@@ -1,6 +1,6 @@
 """Work beside the engine in turns on its device between steps, within the listeners' slack; alone, since side kernels
-beside a step's small dependent ones slow both. On a GPU it also learns the frame's planned share and tells what each
-turn given was offered (the capacity words are admitted on)."""
+beside a step's small dependent ones slow both. On a GPU it also learns the frame's planned share (the capacity words
+are admitted on)."""
 import threading
 import time
 from contextlib import contextmanager
@@ -41,11 +41,10 @@ class SideWork:
         self._current: Turn | None = None
         self.open = False
         self.attached = False              # someone takes turns: until then the engine plans none
-        self.on_offered = None             # told each given turn's device seconds, its budget within the plan
         self.stats = dict(given=0, idle=0, late=0, engine_wait_s=0.0)
 
-    def attach(self, on_offered=None) -> None:
-        self.attached, self.on_offered = True, on_offered
+    def attach(self) -> None:
+        self.attached = True
 
     @contextmanager
     def turn(self, cost_s: float):
@@ -111,8 +110,6 @@ class SideWork:
             self._given = Turn(self, True, after, budget_s)
             if self.plan is not None:
                 self._untimed.append(self._given)
-                if self.on_offered is not None:
-                    self.on_offered(min(budget_s, self.plan.planned_s))
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 

@@ -8,7 +8,6 @@ class TurnPlan:
         self.side_s = 0.0          # device seconds of side work per step, recent
         self.capacity = 1.0        # side work's device seconds per second, recent: what word contexts are admitted on
         self.turn_s = frame_s      # a turn's planned device seconds, recent: what side work sizes its slices to
-        self.planned_s = 0.0       # the device seconds a turn may take after the last step
 
     def after_step(self, step_s: float, side_s: float, most_s: float = float("inf")) -> float:
         """`step_s`: the engine's time per step, turns included; `side_s`: side work's device time since the last
@@ -19,5 +18,4 @@ class TurnPlan:
         self.capacity = 0.8 * self.capacity + 0.2 * planned / max(alone + planned, 1e-6)
         if planned > 0:                                             # the size of a turn when one can come
             self.turn_s = 0.8 * self.turn_s + 0.2 * planned
-        self.planned_s = planned
         return planned

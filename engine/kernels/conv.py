@@ -17,11 +17,8 @@ def from_nhwc(y: torch.Tensor) -> torch.Tensor:
 
 def conv_cudnn(x, weight, bias, dilation: int, groups: int):
     """A dilated conv over a whole number of dilations runs undilated over its phases: step q * d + r is row q of
-    column r, so the taps are consecutive rows (a view both ways, no copy). A conv to few outputs (the decoder's last,
-    one channel) is a GEMM to its taps instead: cuDNN's kernels for it took 3x a pass over the input."""
+    column r, so the taps are consecutive rows (a view both ways, no copy)."""
     batch, steps, channels = x.shape
-    if groups == 1 and weight.shape[0] < 8:
-        return conv_matmul(x, weight, bias, dilation, groups)
     if dilation == 1 or steps % dilation or not x.is_contiguous():
         return from_nhwc(F.conv2d(as_nhwc(x), weight[:, :, None], bias, dilation=(1, dilation), groups=groups))
     phases = x.view(batch, steps // dilation, dilation, channels).permute(0, 3, 1, 2)

@@ -7,14 +7,13 @@ from types import SimpleNamespace
 import torch
 
 from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention, ring_attention,
-                            row_copy, row_sampler, sampling, snake, snake_residual)
+                            row_copy, row_sampler, sampling, snake)
 
 log = logging.getLogger("qwen_tts_engine")
 
 TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention_inputs,
              attention_output_and_mlp=layer_math.attention_output_and_mlp, snake=layer_math.snake,
-             snake_after=layer_math.snake_after, snake_residual=layer_math.snake_residual,
-             sample_rows=sampling.sample_rows,
+             snake_after=layer_math.snake_after, sample_rows=sampling.sample_rows,
              process_talker_logits=sampling.process_talker_logits,
              paged_attention=paged_attention.paged_attention_torch,
              dense_attention=dense_attention.dense_attention_torch,
@@ -89,8 +88,6 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
                                             dense_attention.dense_attention_torch), "triton|torch")
             use("ring_attention", by_shape(ring_attention.fits, ring_attention.ring_attention,
                                            ring_attention.ring_attention_torch), "triton|torch")
-            use("snake_residual", by_shape(snake_residual.fits, snake_residual.snake_residual,
-                                           layer_math.snake_residual), "triton|torch")
     if gpu and settings.compile:
         # one function serves several widths and strides
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)

@@ -1,4 +1,5 @@
-"""SnakeBeta in one Triton pass, optionally after a causal conv's history."""
+"""SnakeBeta in one Triton pass, optionally after a causal conv's history or before a bias column (`pad` columns after
+the channels, the first 1 and the rest 0: a following GEMM adds its bias as a weight row)."""
 import torch
 
 try:
@@ -18,7 +19,7 @@ if triton is not None:
 
     @triton.jit
     def _snake_kernel(out_ptr, x_ptr, hist_ptr, alpha_ptr, beta_ptr, bias_ptr, rows, frames, context, channels,
-                      x_batch_stride, x_time_stride, HAS_BIAS: tl.constexpr, ROWS: tl.constexpr,
+                      out_channels, x_batch_stride, x_time_stride, HAS_BIAS: tl.constexpr, ROWS: tl.constexpr,
                       BLOCK_C: tl.constexpr):
         r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         c = tl.arange(0, BLOCK_C)
@@ -37,20 +38,21 @@ if triton is not None:
         h = tl.load(hist_ptr + (b * context + t)[:, None] * channels + c[None, :],
                     mask=old[:, None] & live_c[None, :], other=0.0).to(tl.float32)
         y = tl.where(new[:, None], y, h)
-        tl.store(out_ptr + r[:, None] * channels + c[None, :], y.to(out_ptr.dtype.element_ty),
-                 mask=(new | old)[:, None] & live_c[None, :])
+        y = tl.where((c == channels)[None, :], 1.0, y)         # the bias column; past it inputs load as 0, kept 0
+        tl.store(out_ptr + r[:, None] * out_channels + c[None, :], y.to(out_ptr.dtype.element_ty),
+                 mask=(new | old)[:, None] & (c < out_channels)[None, :])
 
 
-def _launch(history, x, alpha, beta, bias):
+def _launch(history, x, alpha, beta, bias, pad: int = 0):
     batch, frames, channels = x.shape
     context = 0 if history is None else history.shape[1]
-    out = torch.empty(batch, context + frames, channels, dtype=x.dtype, device=x.device)
-    block_c = triton.next_power_of_2(channels)
+    out = torch.empty(batch, context + frames, channels + pad, dtype=x.dtype, device=x.device)
+    block_c = triton.next_power_of_2(channels + pad)
     rows_per = max(1, 4096 // block_c)
     rows = batch * (context + frames)
     _snake_kernel[(triton.cdiv(rows, rows_per),)](
         out, x, x if history is None else history, alpha, beta, x if bias is None else bias, rows, frames, context,
-        channels, x.stride(0), x.stride(1), HAS_BIAS=bias is not None, ROWS=rows_per, BLOCK_C=block_c,
+        channels, channels + pad, x.stride(0), x.stride(1), HAS_BIAS=bias is not None, ROWS=rows_per, BLOCK_C=block_c,
         num_warps=4)
     return out
 
@@ -63,8 +65,8 @@ def fits_snake_after(history, x, *_) -> bool:
     return x.stride(2) == 1 and history.is_contiguous()
 
 
-def snake(x, alpha, beta, bias=None):
-    return _launch(None, x, alpha, beta, bias)
+def snake(x, alpha, beta, bias=None, pad: int = 0):
+    return _launch(None, x, alpha, beta, bias, pad)
 
 
 def snake_after(history, x, alpha, beta, bias=None):

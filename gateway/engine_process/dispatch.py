@@ -147,7 +147,6 @@ class Dispatch:
                          aligner_refused=self.aligner.stats["refused"],
                          aligner_refused_behind=self.aligner.admission.refused_behind,
                          aligner_used=self.aligner.admission.recent_use(),
-                         aligner_offered=self.aligner.admission.recent_offer(),
                          aligner_device_s=self.aligner.stats["device_seconds"], aligner_turns=self.aligner.stats["turns"],
                          aligner_batches=self.aligner.stats["batches"], aligner_jobs=self.aligner.stats["jobs"],
                          aligner_queued_s=self.aligner.stats["queued_seconds"],
