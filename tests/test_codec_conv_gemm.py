@@ -40,6 +40,19 @@ def channels_last(w: torch.Tensor) -> torch.Tensor:
     return w.permute(0, 2, 1).contiguous().permute(0, 2, 1)
 
 
+@pytest.mark.parametrize("dilation", [3, 9])
+@pytest.mark.parametrize("steps", [54 + 27, 54 + 25])          # whole dilations (over its phases) or not
+def test_a_dilated_conv_over_its_phases_is_the_dilated_conv(dilation, steps):
+    torch.manual_seed(0)
+    x = torch.randn(3, steps + 2, 8, dtype=torch.float64)
+    weight = channels_last(torch.randn(5, 8, 7, dtype=torch.float64))
+    bias = torch.randn(5, dtype=torch.float64)
+    for view in (x[:, :steps].contiguous(), x[:, 1:1 + steps], x[:1, :steps].contiguous()):
+        want = torch.nn.functional.conv1d(view.transpose(1, 2), weight, bias, dilation=dilation).transpose(1, 2)
+        got = CUDNN["conv"](view, weight, bias, dilation, 1)
+        assert got.shape == want.shape and torch.allclose(got, want, atol=1e-10)
+
+
 def layer_inputs(call: tuple, dtype: torch.dtype, seed: int):
     _, x_shape, w_shape, has_bias, *args = call
     g = torch.Generator().manual_seed(seed)

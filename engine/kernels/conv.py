@@ -22,7 +22,8 @@ def conv_cudnn(x, weight, bias, dilation: int, groups: int):
     if dilation == 1 or steps % dilation or not x.is_contiguous():
         return from_nhwc(F.conv2d(as_nhwc(x), weight[:, :, None], bias, dilation=(1, dilation), groups=groups))
     phases = x.view(batch, steps // dilation, dilation, channels).permute(0, 3, 1, 2)
-    y = F.conv2d(phases, weight[..., None], bias, groups=groups)
+    taps = weight.permute(0, 2, 1)[:, :, None].permute(0, 3, 1, 2)     # [C_out, C_in, k, 1], strides channels-last
+    y = F.conv2d(phases, taps, bias, groups=groups)
     return y.permute(0, 2, 3, 1).reshape(batch, -1, y.shape[1])
 
 
