@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
-from engine.kernels import (dense_attention, few_row_layer, layer_math, paged_attention, ring_attention,  # noqa: E402
-                            row_sampler, sampling, snake)
+from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention,  # noqa: E402
+                            ring_attention, row_sampler, sampling, snake)
 from engine.kernels.registry import KernelSettings  # noqa: E402
 from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
 
@@ -61,6 +62,24 @@ def check_snake() -> None:
                 assert got.shape == want.shape
                 worst = max(worst, (got - want).abs().max().item())
     print(f"snake kernel float32: max abs difference {worst:.2e}")
+    assert worst < 1e-5
+
+
+def check_phase_conv() -> None:
+    """The codec's dilated convs run undilated over their phases (cuDNN, channels-last) against cuDNN's dilated conv,
+    at the published residual units' widths and dilations, float32."""
+    torch.manual_seed(0)
+    worst = 0.0
+    for c, t, dilation in ((768, 32, 9), (384, 160, 3), (192, 640, 9), (96, 1920, 3), (96, 1920, 9)):
+        lead = -t % dilation
+        x = torch.randn(64, 6 * dilation + lead + t, c, device="cuda")
+        weight = (torch.randn(c, c, 7, device="cuda") / (7 * c) ** 0.5).permute(0, 2, 1).contiguous().permute(0, 2, 1)
+        bias = torch.randn(c, device="cuda")
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            got = conv.conv_cudnn(x, weight, bias, dilation, 1)
+            want = F.conv1d(x.transpose(1, 2), weight, bias, dilation=dilation).transpose(1, 2)
+        worst = max(worst, ((got - want).norm() / want.norm()).item())
+    print(f"phase convs float32: relative error {worst:.2e}")
     assert worst < 1e-5
 
 
@@ -235,6 +254,7 @@ def check_aligner_pipeline() -> None:
 if __name__ == "__main__":
     check_kernel()
     check_snake()
+    check_phase_conv()
     check_few_row_layer()
     check_sampler()
     check_ring()
