@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.load_server import ServeProcess, health  # noqa: E402
 from bench.load_socket import Speech  # noqa: E402
+from bench.metrics_watch import parse  # noqa: E402
 from bench.soak_client import SoakJob, run_soak_client  # noqa: E402
 from bench.workload import workload  # noqa: E402
 
@@ -50,7 +51,7 @@ def parse_args(argv=None):
 def read_metrics(http_url: str) -> dict:
     with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
         text = response.read().decode()
-    values = {m[1]: float(m[2]) for m in re.finditer(r"^(\w+) ([-\d.e+]+)$", text, re.M)}
+    values = parse(text, GAUGES)
     errors = {m[1]: float(m[2]) for m in re.finditer(r'^tts_errors_total\{code="(\w+)"\} ([\d.]+)$', text, re.M)}
     return dict({g: values.get(g, 0.0) for g in GAUGES}, errors=errors)
 
