@@ -5,8 +5,8 @@ import urllib.request
 
 import numpy as np
 
-GAUGES = ("tts_engine_step_ms", "tts_generating_requests", "tts_queued_requests", "tts_aligner_capacity",
-          "tts_aligner_used", "tts_aligner_queued_jobs", "tts_aligner_cost_ms_per_audio_s")
+GAUGES = ("tts_engine_step_ms", "tts_engine_step_capacity_streams", "tts_generating_requests", "tts_queued_requests",
+          "tts_aligner_capacity", "tts_aligner_used", "tts_aligner_queued_jobs", "tts_aligner_cost_ms_per_audio_s")
 
 
 def parse(text: str, names=GAUGES) -> dict[str, float]:

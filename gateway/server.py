@@ -103,6 +103,8 @@ async def metrics(request: Request) -> PlainTextResponse:
         "tts_engine_active": ("requests holding engine resources", stats.get("active", 0)),
         "tts_engine_step_ms": ("engine step wall time, moving average (capacity: --max-step-ms)",
                                stats.get("step_ms", 0.0)),
+        "tts_engine_step_capacity_streams": ("streams the measured step line keeps within --max-step-ms (at most "
+                                             "--max-active)", stats.get("step_capacity", 0)),
         "tts_engine_listener_dry_chunks": ("chunks sent after the listener ran out while its text was ready, "
                                            "cumulative", stats.get("listener_dry", 0)),
         "tts_engine_side_turns": ("turns of side work (alignment) between steps, cumulative",

@@ -9,14 +9,15 @@ from engine.core.admission import Admission
 from engine.models.base import AudioFormat
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence, Status
+from engine.core.step_cost import StepCost
 
 VOICE = SimpleNamespace(key="voice", length=16)
 MODEL = SimpleNamespace(audio=AudioFormat(num_codebooks=1, samples_per_frame=4, sample_rate=50), eos=-1)
 
 
-def scheduler(max_active=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5) -> Scheduler:
+def scheduler(max_active=2, kv_tokens=100_000, max_step_ms=None, max_queue_s=0.5, cost=None) -> Scheduler:
     admission = Admission(max_active, kv_tokens, 16, prompt_tokens=lambda seq, text_ids: 16 + text_ids,
-                          max_step_ms=max_step_ms)
+                          max_step_ms=max_step_ms, cost=cost)
     return Scheduler(MODEL, max_active, 256, SimpleNamespace(release=lambda seq: None), admission, 4096, max_queue_s)
 
 
@@ -177,3 +178,40 @@ def test_a_batch_past_the_step_bound_without_starts_is_full_though_streams_start
     with pytest.raises(EngineInputError, match="at capacity.*room expected in inf"):
         sched.add(seq(1), 150.0, now=0.6)                # a's length is open: no end in sight
     assert not sched.queue
+
+
+def test_the_step_cost_is_a_line_from_the_fastest_step_through_the_streams_marginal_cost():
+    cost = StepCost()
+    assert cost.streams_within(64.0) == float("inf")        # nothing measured: admission goes by the average alone
+    cost.observe(0.010, streams=1, started=1)
+    cost.observe(0.060, streams=200, started=40)            # a step carrying prefills teaches no slope,
+    cost.observe(0.012, streams=2, started=0)               # nor one of a few streams: the floor and noise
+    assert cost.floor_s == 0.010 and cost.per_stream_s is None
+    cost.observe(0.040, streams=1000, started=0)            # 0.03 ms a stream above the 10 ms floor
+    assert cost.per_stream_s == pytest.approx(0.00003)
+    assert cost.streams_within(64.0) == 1800
+    assert cost.ms == pytest.approx(1000 * (0.9 * (0.9 * (0.9 * 0.001 + 0.006) + 0.0012) + 0.004))
+
+
+def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end():
+    cost = StepCost()
+    cost.observe(0.010, streams=1, started=1)
+    cost.observe(1.546, streams=128, started=0)             # 12 ms a stream: 4 streams keep 64 ms
+    sched = scheduler(max_active=8, max_step_ms=64.0, cost=cost)
+    running = [seq(0)] + [seq(i, max_frames=100) for i in range(1, 4)]     # one ends in 400 ms, the others in 4 s
+    for s in running[:3]:
+        sched.add(s, 40.0, now=0.0)
+    start(sched, *running[:3])
+    sched.steps, sched.started = 50, 0
+    sched.add(running[3], 40.0, now=0.0)                    # the fourth fits the line
+    assert list(sched.waiting) == [running[3]]
+    start(sched, running[3])
+    late = seq(9, max_frames=100)
+    sched.add(late, 40.0, now=0.0)                          # a fifth would not, though 40 ms is under the bound:
+    assert sched.queue.seqs() == [late] and not sched.waiting   # queued until a stream ends (10 frames: 400 ms)
+    assert sched.admit_queued(40.0, now=0.1) == [] and sched.queue.seqs() == [late]
+    sched.finish(running[0], "eos")
+    assert sched.admit_queued(40.0, now=0.2) == [] and list(sched.waiting) == [late]
+    sched.steps += 1
+    with pytest.raises(EngineInputError, match=r"at capacity \(4 streams: the measured step keeps 64 ms for 4\)"):
+        sched.add(seq(10), 40.0, now=0.3)

@@ -22,6 +22,7 @@ from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.startup import phase, report
 from engine.core.step import Step
+from engine.core.step_cost import StepCost
 from engine.kernels.registry import KernelSettings, select
 from engine.models import load_model
 from engine.models.base import Model
@@ -68,7 +69,8 @@ class Engine:
         keep_heap()
         kv = self.runner.kv
         kv_tokens = (kv.num_blocks - 1) * block_size
-        admission = Admission(max_active, kv_tokens, block_size, model.prompt_tokens, max_step_ms)
+        cost = StepCost()
+        admission = Admission(max_active, kv_tokens, block_size, model.prompt_tokens, max_step_ms, cost)
         self.scheduler = Scheduler(model, max_active, max_prefill_tokens, kv, admission,
                                    self.runner.max_blocks * block_size, max_queue_ms / 1000)
         self.voices = model.voices(voices_dir, max_voices)
@@ -76,7 +78,7 @@ class Engine:
         self.background.pace(model.voice_modules)
         self.validator = Validator(model.cfg, self.voices, max_text_chars, model.check_request)
         self.clock = clock
-        self.step = Step(model, self.runner, self.scheduler, clock)
+        self.step = Step(model, self.runner, self.scheduler, clock, cost)
         self.side_work = SideWork(frame_s=model.audio.frame_s if model.device.type == "cuda" else None)
         self.thread = EngineThread(model, self.scheduler, self.runner, self.step, self.voices, self.side_work, clock)
         self.inbox = self.thread.inbox
@@ -111,6 +113,7 @@ class Engine:
                     queue_max_waited_ms=1000 * queue.max_waited_s,
                     frames=self.step.frames_total, errors=self.thread.errors, step_ms=self.step_ms,
                     listener_dry=self.step.audio.dry, turns_given=self.side_work.stats["given"],
+                    step_capacity=min(sched.max_active, sched.admission.streams_within_bound()),
                     max_active=sched.max_active, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
                     kv_used=(sched.kv.num_blocks - 1 - len(sched.kv.free_blocks)) * sched.kv.block_size)

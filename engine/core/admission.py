@@ -1,15 +1,18 @@
 """Admission as a request arrives: a slot, a step time that keeps real time, KV memory; else it queues
 (engine/core/admission_queue.py) or gets `busy`."""
+import math
+
 from engine.api.request import EngineInputError
+from engine.core.step_cost import StepCost
 
 HORIZON_TOKENS = 512           # KV held per open-length stream
 
 
 class Admission:
     def __init__(self, max_active: int, kv_tokens: int, block_size: int, prompt_tokens,
-                 max_step_ms: float | None = None):
+                 max_step_ms: float | None = None, cost: StepCost | None = None):
         self.max_active, self.kv_tokens, self.block_size = max_active, kv_tokens, block_size
-        self.max_step_ms = max_step_ms
+        self.max_step_ms, self.cost = max_step_ms, cost
         self.prompt_tokens = prompt_tokens
         self.reserved = 0
         self.prefixes: dict = {}       # prefix key -> (admitted users, tokens)
@@ -42,11 +45,18 @@ class Admission:
                                                     f"cache holds {self.kv_tokens}")
         if active >= self.max_active:
             return f"{self.max_active} streams are generating"
-        if self.max_step_ms is not None and active and step_ms > self.max_step_ms:
-            return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
+        if self.max_step_ms is not None and active:
+            if step_ms > self.max_step_ms:
+                return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
+            if active + 1 > self.streams_within_bound():      # a wave joining at once would pass it
+                return f"at capacity ({active} streams: the measured step keeps {self.max_step_ms:.0f} ms for " \
+                       f"{self.streams_within_bound()})"
         if self.reserved + self._need(seq, own, prefix) > self.kv_tokens:
             return f"the KV cache is committed ({self.reserved} of {self.kv_tokens} tokens)"
         return None
+
+    def streams_within_bound(self) -> float:
+        return self.cost.streams_within(self.max_step_ms) if self.cost and self.max_step_ms is not None else math.inf
 
     def _need(self, seq, own: int, prefix: int) -> int:
         return own + (0 if seq.prefix.key in self.prefixes else prefix)

@@ -91,16 +91,23 @@ class AdmissionQueue:
     def _step_wait_s(self, sched, seq, step_ms: float) -> float:
         """A step past --max-step-ms while streams start carries their prefills, done once those ahead have started
         (a prefill budget a step); where the last step that started none was past it too, or none start, enough
-        running streams must end to bring it under."""
-        bound = sched.admission.max_step_ms
-        if bound is None or not sched.num_active or step_ms <= bound:
+        running streams must end to bring it under. Under it, enough must end for the measured line to keep this
+        one and those ahead within it."""
+        admission = sched.admission
+        bound = admission.max_step_ms
+        if bound is None or not sched.num_active:
             return 0.0
-        if (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
-            per_step = max(1, sched.max_prefill_tokens // max(1, sched.admission.prompt_estimate(seq)))
+        if step_ms <= bound:
+            k = sched.num_active + len(self) + 1 - admission.streams_within_bound()
+        elif (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
+            per_step = max(1, sched.max_prefill_tokens // max(1, admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
+        else:
+            k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
+        if k <= 0:
+            return 0.0
         ends = self._ending(sched)
-        k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
-        return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
+        return ends[k - 1][0] * step_ms / 1000 if k <= len(ends) else math.inf
 
     def _ending(self, sched) -> list[tuple[int, int]]:
         """(frames left, KV tokens freed) of the admitted streams whose end is known, soonest first; once a step."""

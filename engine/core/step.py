@@ -9,26 +9,30 @@ import torch
 from engine.core.output import AudioOut
 from engine.core.plan import Plan
 from engine.core.sequence import Sequence, Status
+from engine.core.step_cost import StepCost
 from engine.core.text_intake import TextIntake
 from engine.core.transfer import HostCopy
 
 
 class Step:
-    def __init__(self, model, runner, scheduler, clock):
-        self.model, self.runner, self.scheduler, self.clock = model, runner, scheduler, clock
+    def __init__(self, model, runner, scheduler, clock, cost: StepCost):
+        self.model, self.runner, self.scheduler, self.clock, self.cost = model, runner, scheduler, clock, cost
         self.intake = TextIntake(model.tokenizer, model.text_prefix)
         self.plan = Plan(prefilled=True)
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)
         self.audio = AudioOut(scheduler, model.audio, clock)
-        self.step_s = 0.0                      # includes the host work between steps
         self.ended = 0.0
         self.profile = False
         self.reset_profile()
 
     @property
+    def step_s(self) -> float:
+        return self.cost.s
+
+    @property
     def step_ms(self) -> float:
-        return self.step_s * 1000
+        return self.cost.ms
 
     def reset_profile(self) -> None:
         self.stage_s: dict[str, float] = defaultdict(float)
@@ -93,7 +97,8 @@ class Step:
                 self.audio.add(plan.ready, kept, frames)
             now = time.perf_counter()
             between = started - self.ended if started - self.ended < 0.1 else 0.0
-            self.step_s, self.ended = 0.9 * self.step_s + 0.1 * (now - started + between), now
+            self.cost.observe(now - started + between, len(plan.ready), len(plan.admitted))
+            self.ended = now
             self.audio.flush(self.step_s, len(plan.admitted))
 
     def drop_in_flight(self) -> None:
