@@ -2,6 +2,7 @@
 --max-queue-ms, at the times the test gives; `busy` stays immediate where the server is full."""
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from engine import EngineInputError, SynthesisRequest
@@ -180,17 +181,20 @@ def test_a_batch_past_the_step_bound_without_starts_is_full_though_streams_start
     assert not sched.queue
 
 
-def test_the_step_cost_is_a_line_from_the_fastest_step_through_the_streams_marginal_cost():
+def test_the_step_cost_is_a_line_from_the_fastest_step_through_each_streams_cost_prefills_apart():
     cost = StepCost()
     assert cost.streams_within(64.0) == float("inf")        # nothing measured: admission goes by the average alone
     cost.observe(0.010, streams=1, started=1)
-    cost.observe(0.060, streams=200, started=40)            # a step carrying prefills teaches no slope,
-    cost.observe(0.012, streams=2, started=0)               # nor one of a few streams: the floor and noise
+    cost.observe(0.012, streams=2, started=0)               # a few streams' steps are the floor and noise
     assert cost.floor_s == 0.010 and cost.per_stream_s is None
-    cost.observe(0.040, streams=1000, started=0)            # 0.03 ms a stream above the 10 ms floor
+    cost.observe(0.040, streams=1000, started=0)            # no starts yet: the streams alone, 0.03 ms each
     assert cost.per_stream_s == pytest.approx(0.00003)
-    assert cost.streams_within(64.0) == 1800
-    assert cost.ms == pytest.approx(1000 * (0.9 * (0.9 * (0.9 * 0.001 + 0.006) + 0.0012) + 0.004))
+    rng = np.random.default_rng(0)
+    for _ in range(60):                                     # under churn nearly every step starts some
+        streams, started = int(rng.integers(1200, 1600)), int(rng.integers(0, 40))
+        cost.observe(0.010 + 0.00003 * streams + 0.0005 * started, streams, started)
+    assert cost.per_stream_s == pytest.approx(0.00003)      # a start's prefill (0.5 ms) is not a stream's cost
+    assert abs(cost.streams_within(64.0) - 1800) <= 1
 
 
 def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end():
@@ -215,3 +219,18 @@ def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end
     sched.steps += 1
     with pytest.raises(EngineInputError, match=r"at capacity \(4 streams: the measured step keeps 64 ms for 4\)"):
         sched.add(seq(10), 40.0, now=0.3)
+
+
+def test_under_churn_a_step_past_its_bound_from_too_many_streams_answers_busy_not_a_prefill_wait():
+    cost = StepCost()
+    cost.observe(0.010, streams=1, started=1)
+    cost.observe(1.546, streams=128, started=0)             # 12 ms a stream: 4 streams keep 64 ms
+    sched = scheduler(max_active=8, max_step_ms=64.0, cost=cost)
+    running = [seq(i, max_frames=None, closed=False) for i in range(5)]
+    for s in running:
+        sched.waiting.append(s)
+    start(sched, *running)
+    sched.started = 3                                       # streams start every step: no calm step to go by
+    with pytest.raises(EngineInputError, match="at capacity.*room expected in inf"):
+        sched.add(seq(9), 70.0, now=0.0)
+    assert not sched.queue

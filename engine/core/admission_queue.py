@@ -89,25 +89,24 @@ class AdmissionQueue:
         return math.inf
 
     def _step_wait_s(self, sched, seq, step_ms: float) -> float:
-        """A step past --max-step-ms while streams start carries their prefills, done once those ahead have started
-        (a prefill budget a step); where the last step that started none was past it too, or none start, enough
-        running streams must end to bring it under. Under it, enough must end for the measured line to keep this
-        one and those ahead within it."""
+        """Where the measured line says the streams admitted, those queued ahead and this one make a step past
+        --max-step-ms, enough must end first. Past it otherwise while streams start, the step carries their
+        prefills, done once those ahead have started (a prefill budget a step); where the last step that started
+        none was past it too, or none start, enough running streams must end to bring it under."""
         admission = sched.admission
         bound = admission.max_step_ms
         if bound is None or not sched.num_active:
             return 0.0
-        if step_ms <= bound:
-            k = sched.num_active + len(self) + 1 - admission.streams_within_bound()
-        elif (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
+        k = sched.num_active + len(self) + 1 - admission.streams_within_bound()
+        if k <= 0 and step_ms <= bound:
+            return 0.0
+        if k <= 0 and (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
             per_step = max(1, sched.max_prefill_tokens // max(1, admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
-        else:
-            k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
         if k <= 0:
-            return 0.0
+            k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
         ends = self._ending(sched)
-        return ends[k - 1][0] * step_ms / 1000 if k <= len(ends) else math.inf
+        return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
 
     def _ending(self, sched) -> list[tuple[int, int]]:
         """(frames left, KV tokens freed) of the admitted streams whose end is known, soonest first; once a step."""
