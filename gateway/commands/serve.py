@@ -25,10 +25,11 @@ def add_parser(sub):
     p.add_argument("--max-contexts-per-socket", type=int, default=16, help="open contexts on one WebSocket")
     p.add_argument("--max-active", type=int,
                    help="streams generating at once (the engine's batch size); beyond it new ones get `busy` "
-                        "(default: 1024 on a GPU, 32 on a CPU)")
+                        "(default: 2048 on a GPU of 64 GiB or more, 1024 on a smaller one, 32 on a CPU)")
     p.add_argument("--max-step-ms", type=float,
                    help="measured capacity: refuse new streams while an engine step takes longer than this "
-                        "(default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off on a CPU)")
+                        "or would with the streams joining (default: 72 on a GPU, i.e. 90%% of a frame's 80 ms; off "
+                        "on a CPU)")
     p.add_argument("--max-queue-ms", type=float, default=500.0,
                    help="a new stream without room yet waits for it this long at most, in order, when the engine "
                         "expects room by then (streams ending, the step back under --max-step-ms); else, or once "

@@ -6,6 +6,7 @@ import shlex
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from ..engine_process.spec import GPU_MAX_STEP_MS
 from ..frontends import listening_socket
 from .balance import ReplicaTable
 from .proxy import HEAD_LIMIT, Proxy
@@ -47,7 +48,7 @@ def application(unit_args: list[str], replicas: int, gpus: bool, host: str = "0.
                                ray_actor_options={"num_cpus": 0, "num_gpus": 1 if gpus else 0}, logging_config=QUIET)
     proxy = serve.deployment(GatewayProxy, name="proxy", num_replicas=proxies, health_check_period_s=1.0,
                              ray_actor_options={"num_cpus": 0}, logging_config=QUIET)
-    step_ms = max_step_ms if max_step_ms is not None else 64.0 if gpus else None    # as each unit's default
+    step_ms = max_step_ms if max_step_ms is not None else GPU_MAX_STEP_MS if gpus else None    # each unit's default
     return proxy.bind(replica.bind(unit_args, grace_s), host, port, replicas, step_ms)
 
 
