@@ -28,7 +28,7 @@ def add_parser(sub):
                         "(default: 2048 on a GPU of 64 GiB or more, 1024 on a smaller one, 32 on a CPU)")
     p.add_argument("--max-step-ms", type=float,
                    help="measured capacity: refuse new streams while an engine step takes longer than this "
-                        "or would with the streams joining (default: 72 on a GPU, i.e. 90%% of a frame's 80 ms; off "
+                        "or would with the streams joining (default: 64 on a GPU, i.e. 80%% of a frame's 80 ms; off "
                         "on a CPU)")
     p.add_argument("--max-queue-ms", type=float, default=500.0,
                    help="a new stream without room yet waits for it this long at most, in order, when the engine "
