@@ -6,6 +6,7 @@ import numpy as np
 
 SLOPE_STREAMS = 128     # fewer streams' steps are the floor plus noise: their slope would refuse a burst
 FORGET = 0.95           # the fit's memory: about the last 20 steps
+FIT_STEPS = 20          # a burst's first steps of many streams fit a line of noise: it would refuse the burst
 
 
 class StepCost:
@@ -14,6 +15,7 @@ class StepCost:
         self.floor_s: float | None = None     # the fastest step that drew frames
         self.per_stream_s: float | None = None
         self._gram, self._moment = np.zeros((2, 2)), np.zeros(2)
+        self.fitted = 0                       # steps of many streams seen
 
     @property
     def ms(self) -> float:
@@ -31,13 +33,16 @@ class StepCost:
         x = np.array([streams, started], float)
         self._gram = FORGET * self._gram + np.outer(x, x)
         self._moment = FORGET * self._moment + x * (seconds - self.floor_s)
+        self.fitted += 1
+        if self.fitted < FIT_STEPS:
+            return
         if np.linalg.det(self._gram) > 1e-6 * self._gram[0, 0] * self._gram[1, 1] > 0:     # starts that vary apart
             self.per_stream_s = max(0.0, float(np.linalg.solve(self._gram, self._moment)[0]))
         else:                                 # no starts to tell apart: the streams alone
             self.per_stream_s = float(self._moment[0] / self._gram[0, 0])
 
     def streams_within(self, ms: float) -> float:
-        """How many streams the line keeps a step within `ms`: unbounded before a step of many was measured."""
+        """How many streams the line keeps a step within `ms`: unbounded before FIT_STEPS steps of many streams."""
         if not self.per_stream_s:
             return math.inf
         return max(0, math.floor((ms / 1000 - self.floor_s) / self.per_stream_s))
