@@ -200,12 +200,16 @@ def test_the_step_cost_is_a_line_from_the_fastest_step_through_each_streams_cost
     assert abs(cost.streams_within(64.0) - 1800) <= 1
 
 
-def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end():
+def four_streams_within_64_ms() -> StepCost:
     cost = StepCost()
     cost.observe(0.010, streams=1, started=1)
     for _ in range(FIT_STEPS):
-        cost.observe(1.546, streams=128, started=0)         # 12 ms a stream: 4 streams keep 64 ms
-    sched = scheduler(max_active=8, max_step_ms=64.0, cost=cost)
+        cost.observe(1.546, streams=128, started=0)         # 12 ms a stream above a 10 ms floor
+    return cost
+
+
+def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end():
+    sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
     running = [seq(0)] + [seq(i, max_frames=100) for i in range(1, 4)]     # one ends in 400 ms, the others in 4 s
     for s in running[:3]:
         sched.add(s, 40.0, now=0.0)
@@ -226,11 +230,7 @@ def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end
 
 
 def test_under_churn_a_step_past_its_bound_from_too_many_streams_answers_busy_not_a_prefill_wait():
-    cost = StepCost()
-    cost.observe(0.010, streams=1, started=1)
-    for _ in range(FIT_STEPS):
-        cost.observe(1.546, streams=128, started=0)         # 12 ms a stream: 4 streams keep 64 ms
-    sched = scheduler(max_active=8, max_step_ms=64.0, cost=cost)
+    sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
     running = [seq(i, max_frames=None, closed=False) for i in range(5)]
     for s in running:
         sched.waiting.append(s)
