@@ -10,6 +10,7 @@ from engine.core.admission import Admission
 from engine.models.base import AudioFormat
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence, Status
+from engine.core import step_cost
 from engine.core.step_cost import FIT_STEPS, StepCost
 
 VOICE = SimpleNamespace(key="voice", length=16)
@@ -200,15 +201,21 @@ def test_the_step_cost_is_a_line_from_the_fastest_step_through_each_streams_cost
     assert abs(cost.streams_within(64.0) - 1800) <= 1
 
 
+@pytest.fixture
+def few_streams(monkeypatch):
+    """The line scaled to a test's handful of streams (it learns from and limits to 128 or more in the engine)."""
+    monkeypatch.setattr(step_cost, "SLOPE_STREAMS", 1)
+
+
 def four_streams_within_64_ms() -> StepCost:
     cost = StepCost()
     cost.observe(0.010, streams=1, started=1)
-    for _ in range(FIT_STEPS):
+    for _ in range(FIT_STEPS + 5):                          # the first few outlast the average: stalls, skipped
         cost.observe(1.546, streams=128, started=0)         # 12 ms a stream above a 10 ms floor
     return cost
 
 
-def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end():
+def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end(few_streams):
     sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
     running = [seq(0)] + [seq(i, max_frames=100) for i in range(1, 4)]     # one ends in 400 ms, the others in 4 s
     for s in running[:3]:
@@ -229,7 +236,7 @@ def test_a_wave_that_would_push_the_step_past_its_bound_waits_for_streams_to_end
         sched.add(seq(10), 40.0, now=0.3)
 
 
-def test_under_churn_a_step_past_its_bound_from_too_many_streams_answers_busy_not_a_prefill_wait():
+def test_under_churn_a_step_past_its_bound_from_too_many_streams_answers_busy_not_a_prefill_wait(few_streams):
     sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
     running = [seq(i, max_frames=None, closed=False) for i in range(5)]
     for s in running:
@@ -239,3 +246,31 @@ def test_under_churn_a_step_past_its_bound_from_too_many_streams_answers_busy_no
     with pytest.raises(EngineInputError, match="at capacity.*room expected in inf"):
         sched.add(seq(9), 70.0, now=0.0)
     assert not sched.queue
+
+
+def test_the_line_skips_a_stall_tells_streams_from_starts_only_when_they_vary_apart_and_never_caps_below_128():
+    rng = np.random.default_rng(1)
+    cost = StepCost()
+    cost.observe(0.010, streams=1, started=1)
+    for _ in range(40):
+        cost.observe(0.010 + 0.00003 * 140, streams=140, started=0)
+    cost.observe(2.0, streams=140, started=0)               # a 2 s stall (a capture, a collection): not the batch's
+    assert cost.per_stream_s == pytest.approx(0.00003)
+    cost.per_stream_s = 0.1                                 # however wrong a line comes out, it caps no lower than
+    assert cost.streams_within(64.0) == step_cost.SLOPE_STREAMS   # it can still learn from
+    cost = StepCost()
+    cost.observe(0.010, streams=1, started=1)
+    for _ in range(200):                                    # starts always 8, streams barely move: near parallel,
+        streams = int(rng.integers(1533, 1540))             # so the noise would swing a two-term fit
+        cost.observe(0.010 + 0.00003 * streams + 0.0005 * 8 + rng.normal(0, 0.0005), streams, 8)
+        if cost.per_stream_s is not None:                   # the streams alone carry the starts: a little high
+            assert 1400 <= cost.streams_within(64.0) <= 1800
+
+
+def test_a_replica_is_full_at_its_step_line_before_its_slots():
+    from gateway.replicas.balance import Replica, ReplicaTable
+    table = ReplicaTable(wanted=1, max_step_ms=64.0)
+    replica = Replica("0", "http://10.0.0.1:8000", 1, info={})
+    table.polled(replica, dict(tts_generating_requests=1500, tts_max_active=2048, tts_engine_step_ms=60.0,
+                               tts_engine_step_capacity_streams=1500))
+    assert replica.max_active == 1500 and replica.full(64.0)

@@ -103,8 +103,8 @@ class AdmissionQueue:
         if k <= 0 and (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
             per_step = max(1, sched.max_prefill_tokens // max(1, admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
-        if k <= 0:
-            k = len(sched.running) - math.floor(len(sched.running) * bound / step_ms)   # the step ~ proportional
+        if step_ms > bound:
+            k = max(k, len(sched.running) - math.floor(len(sched.running) * bound / step_ms))   # ~ proportional
         ends = self._ending(sched)
         return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
 

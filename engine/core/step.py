@@ -97,7 +97,7 @@ class Step:
                 self.audio.add(plan.ready, kept, frames)
             now = time.perf_counter()
             between = started - self.ended if started - self.ended < 0.1 else 0.0
-            self.cost.observe(now - started + between, len(plan.ready), len(plan.admitted))
+            self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
             self.ended = now
             self.audio.flush(self.step_s, len(plan.admitted))
 

@@ -7,6 +7,8 @@ import numpy as np
 SLOPE_STREAMS = 128     # fewer streams' steps are the floor plus noise: their slope would refuse a burst
 FORGET = 0.95           # the fit's memory: about the last 20 steps
 FIT_STEPS = 20          # a burst's first steps of many streams fit a line of noise: it would refuse the burst
+OUTLIER = 4.0           # a step this many times the average (a capture, a collection) is not the batch's cost
+APART = 1e-2            # streams and starts this far from parallel are told apart (1 - their correlation squared)
 
 
 class StepCost:
@@ -24,25 +26,33 @@ class StepCost:
     def observe(self, seconds: float, streams: int, started: int) -> None:
         """Steps under churn nearly all start streams, so the fit takes a start's prefill as a term of its own:
         step - floor = per_stream * streams + per_start * started, least squares over the recent steps."""
+        outlier = self.fitted and seconds > OUTLIER * self.s
         self.s = 0.9 * self.s + 0.1 * seconds
         if not streams:
             return
         self.floor_s = seconds if self.floor_s is None else min(self.floor_s, seconds)
-        if streams < SLOPE_STREAMS:
+        if streams < SLOPE_STREAMS or outlier:
             return
         x = np.array([streams, started], float)
         self._gram = FORGET * self._gram + np.outer(x, x)
         self._moment = FORGET * self._moment + x * (seconds - self.floor_s)
         self.fitted += 1
-        if self.fitted < FIT_STEPS:
-            return
-        if np.linalg.det(self._gram) > 1e-6 * self._gram[0, 0] * self._gram[1, 1] > 0:     # starts that vary apart
-            self.per_stream_s = max(0.0, float(np.linalg.solve(self._gram, self._moment)[0]))
-        else:                                 # no starts to tell apart: the streams alone
-            self.per_stream_s = float(self._moment[0] / self._gram[0, 0])
+        if self.fitted >= FIT_STEPS:
+            self.per_stream_s = self._fit()
+
+    def _fit(self) -> float:
+        """Both terms where streams and starts vary apart and neither comes out negative; else the streams alone."""
+        g, m = self._gram, self._moment
+        if np.linalg.det(g) > APART * g[0, 0] * g[1, 1] > 0:
+            per_stream, per_start = np.linalg.solve(g, m)
+            if per_stream >= 0 and per_start >= 0:
+                return float(per_stream)
+        return float(m[0] / g[0, 0])
 
     def streams_within(self, ms: float) -> float:
-        """How many streams the line keeps a step within `ms`: unbounded before FIT_STEPS steps of many streams."""
-        if not self.per_stream_s:
+        """How many streams the line keeps a step within `ms`: unbounded before FIT_STEPS steps of many streams,
+        and never fewer than it can still learn from (below, the moving average guards alone)."""
+        per_stream, floor = self.per_stream_s, self.floor_s       # read beside the engine thread (stats)
+        if not per_stream:
             return math.inf
-        return max(0, math.floor((ms / 1000 - self.floor_s) / self.per_stream_s))
+        return max(SLOPE_STREAMS, math.floor((ms / 1000 - floor) / per_stream))

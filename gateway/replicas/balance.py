@@ -14,7 +14,7 @@ class Replica:
     ready: bool = False
     info: dict | None = None          # its /health: the model's description
     streams: float = 0.0              # engine streams admitted (tts_generating_requests)
-    max_active: float = math.inf      # the engine's slots (tts_max_active)
+    max_active: float = math.inf      # the engine's slots, or fewer by its step line (tts_max_active, ..._capacity_..)
     step_ms: float = 0.0              # the engine step's moving average (tts_engine_step_ms)
     connections: int = 0              # sockets and requests this proxy relays to it now
 
@@ -49,7 +49,8 @@ class ReplicaTable:
         replica.ready = gauges is not None and replica.info is not None
         if replica.ready:
             replica.streams = gauges.get("tts_generating_requests", 0.0)
-            replica.max_active = gauges.get("tts_max_active", 0.0) or math.inf
+            replica.max_active = min(gauges.get("tts_max_active", 0.0) or math.inf,          # the step line's too
+                                     gauges.get("tts_engine_step_capacity_streams", 0.0) or math.inf)
             replica.step_ms = gauges.get("tts_engine_step_ms", 0.0)
         self.started |= len(self.ready()) >= self.wanted
 
