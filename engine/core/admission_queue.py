@@ -1,5 +1,6 @@
 """Contexts that cannot join yet wait here, in order, while the engine expects room for them within --max-queue-ms;
-`busy` at once when it does not, or once a context has waited that long. Their text keeps settling meanwhile."""
+`busy` at once when it does not, or once a context has waited that long. Their text is settled once they join
+(hundreds waiting under overload cost the engine thread ~20 us each a step to settle)."""
 import itertools
 import math
 
@@ -21,6 +22,9 @@ class AdmissionQueue:
 
     def seqs(self) -> list:
         return list(self.entries)
+
+    def holds(self, seq) -> bool:
+        return seq in self.entries
 
     def oldest_wait_s(self, now: float) -> float:
         try:                                      # read beside the engine thread (stats)

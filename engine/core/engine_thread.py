@@ -94,7 +94,7 @@ class EngineThread:
             torch.cuda.current_stream().wait_event(done)
 
     def drain(self, wait_s: float = 0.0) -> None:
-        """Applies what the inbox holds (waiting up to `wait_s` for the first), settles text, admits: the loop's own
+        """Applies what the inbox holds (waiting up to `wait_s` for the first), admits, settles text: the loop's own
         step before each model step, and the seam that drives an engine not started."""
         try:
             cmd = self.inbox.get(timeout=wait_s) if wait_s else self.inbox.get_nowait()
@@ -103,9 +103,9 @@ class EngineThread:
                 cmd = self.inbox.get_nowait()
         except queue.Empty:
             pass
-        self.step.settle_text()
         for seq, error in self.scheduler.admit_queued(self.step.step_ms, self.clock.monotonic(), wait_s > 0):
             self._fail(seq, error)
+        self.step.settle_text()                 # after admitting: the queue's streams just joined settle now
         for seq_id in [i for i, s in self.seqs.items() if s.status is Status.FINISHED]:
             del self.seqs[seq_id]
 

@@ -62,7 +62,7 @@ class Step:
         self.intake.add(seq, text, closed)
 
     def settle_text(self) -> None:
-        for seq, error in self.intake.settle():
+        for seq, error in self.intake.settle(self.scheduler.queue.holds):
             self.scheduler.finish(seq, "error", error)
 
     def run(self) -> None:

@@ -28,14 +28,15 @@ class TextIntake:
         text = seq.text
         return seq.status is not Status.RUNNING or text.closed or len(text.feed) - text.fed < AHEAD_IDS
 
-    def settle(self) -> list[tuple[Sequence, EngineInputError]]:
+    def settle(self, waits=lambda seq: False) -> list[tuple[Sequence, EngineInputError]]:
+        """`waits`: a stream whose ids nobody reads before it is admitted (the admission queue's): settled then."""
         if not self.changed:
             return []
         seqs, later = [], {}
         for seq_id, s in self.changed.items():
             if s.status is Status.FINISHED:
                 continue
-            if self._due(s):
+            if self._due(s) and not waits(s):
                 seqs.append(s)
             else:
                 later[seq_id] = s
