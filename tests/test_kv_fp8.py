@@ -68,3 +68,13 @@ def test_a_gpu_older_than_ada_is_told_to_keep_the_models_dtype(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
     with pytest.raises(ValueError, match="compute capability 8.9 or newer.*A100.*--kv-cache-dtype auto"):
         select(torch.device("cuda"), KernelSettings(kv_cache="fp8"))
+
+
+def test_serve_sizes_its_default_batch_by_the_gpu_memory(monkeypatch):
+    from types import SimpleNamespace
+
+    from gateway.engine_process.spec import default_max_active
+    assert default_max_active(torch.device("cpu")) == 32
+    for gib, streams in ((141, 2048), (80, 2048), (48, 1024), (24, 1024)):
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d, g=gib: SimpleNamespace(total_memory=g << 30))
+        assert default_max_active(torch.device("cuda")) == streams
