@@ -48,9 +48,9 @@ class Admission:
         if self.max_step_ms is not None and active:
             if step_ms > self.max_step_ms:
                 return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
-            if active + 1 > self.streams_within_bound():      # a wave joining at once would pass it
-                return f"at capacity ({active} streams: the measured step keeps {self.max_step_ms:.0f} ms for " \
-                       f"{self.streams_within_bound()})"
+            fits = self.streams_within_bound()
+            if active + 1 > fits:                             # a wave joining at once would pass it
+                return f"at capacity ({active} streams: the measured step keeps {self.max_step_ms:.0f} ms for {fits})"
         if self.reserved + self._need(seq, own, prefix) > self.kv_tokens:
             return f"the KV cache is committed ({self.reserved} of {self.kv_tokens} tokens)"
         return None

@@ -14,7 +14,7 @@ APART = 1e-2            # streams and starts this far from parallel are told apa
 class StepCost:
     def __init__(self):
         self.s = 0.0                          # moving average, the host work between steps included
-        self.floor_s: float | None = None     # the fastest step that drew frames
+        self.floor_s: float | None = None     # the fastest step with streams running
         self.per_stream_s: float | None = None
         self._gram, self._moment = np.zeros((2, 2)), np.zeros(2)
         self.fitted = 0                       # steps of many streams seen
