@@ -274,3 +274,63 @@ def test_a_replica_is_full_at_its_step_line_before_its_slots():
     table.polled(replica, dict(tts_generating_requests=1500, tts_max_active=2048, tts_engine_step_ms=60.0,
                                tts_engine_step_capacity_streams=1500))
     assert replica.max_active == 1500 and replica.full(64.0)
+
+
+def test_once_the_line_holds_a_lone_arrival_joins_within_an_eighth_past_the_bound_and_a_queue_drains_at_it(
+        few_streams):
+    sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
+    running = seq(0, max_frames=100)
+    sched.add(running, 40.0, now=0.0)
+    start(sched, running)
+    sched.steps, sched.started = 50, 0
+    lone = seq(5)
+    sched.add(lone, 66.0, now=0.0)                          # the average swings past 64: the line has room for 3
+    assert list(sched.waiting) == [lone]
+    past, behind = seq(6), seq(7)
+    sched.add(past, 75.0, now=0.0)                          # past 72: the line has gone wrong, it waits its turn
+    sched.add(behind, 66.0, now=0.0)                        # one waits ahead: a queue drains at the bound
+    assert sched.queue.seqs() == [past, behind] and list(sched.waiting) == [lone]
+    assert sched.admit_queued(66.0, now=0.05) == [] and len(sched.queue) == 2
+    assert sched.admit_queued(63.0, now=0.1) == [] and list(sched.waiting) == [lone, past, behind]
+    unlearnt = scheduler(max_active=8, max_step_ms=64.0, cost=StepCost())
+    first = seq(0, max_frames=None, closed=False)
+    unlearnt.add(first, 10.0, now=0.0)
+    start(unlearnt, first)
+    unlearnt.steps, unlearnt.started = 50, 0
+    with pytest.raises(EngineInputError, match=r"at capacity \(66 ms"):       # a burst's steps: the bound itself
+        unlearnt.add(seq(1), 66.0, now=0.0)
+
+
+def test_a_step_past_its_bound_counts_those_queued_ahead_in_the_ends_it_waits_for():
+    sched = scheduler(max_active=16, max_step_ms=64.0, max_queue_s=2.0)
+    running = [seq(i, max_frames=10 * (i + 1)) for i in range(4)]      # ends at 10, 20, 30, 40 frames
+    for s in running:
+        sched.add(s, 10.0, now=0.0)
+    start(sched, *running)
+    sched.steps, sched.started = 50, 0
+    sched.admit_queued(80.0, now=0.0)
+    sched.admit_queued(80.0, now=0.08)                  # a step that started none took 80 ms: 3 of the 4 fit
+    first, second = seq(4), seq(5)
+    sched.add(first, 80.0, now=0.1)                     # 2 must end: 20 frames, 1.6 s
+    with pytest.raises(EngineInputError, match="room expected in 2400 ms"):
+        sched.add(second, 80.0, now=0.1)                # and one more for the one ahead: 30 frames
+    assert sched.queue.seqs() == [first]
+
+
+def test_a_queue_held_for_a_second_waits_at_least_its_measured_pace():
+    sched = scheduler(max_active=4, max_queue_s=0.5)
+    running = [seq(i, max_frames=i + 1) for i in range(4)]     # ends 1-4 steps away: room every 40 ms
+    for s in running:
+        sched.add(s, 40.0, now=0.0)
+    start(sched, *running)
+    b, c, d, e, f = (seq(i) for i in range(4, 9))
+    sched.add(b, 40.0, now=0.1), sched.add(c, 40.0, now=0.2)
+    sched.finish(running[0], "eos")
+    assert sched.admit_queued(40.0, now=0.5) == [] and list(sched.waiting) == [b]
+    sched.add(d, 40.0, now=0.9)                             # held 0.8 s: the projection alone
+    assert sched.queue.seqs() == [c, d]
+    with pytest.raises(EngineInputError, match="room expected in 3000 ms"):
+        sched.add(e, 40.0, now=1.2)                         # held 1.1 s, one joined in the last second: 3 s for 3
+    sched.finish(c, "cancelled"), sched.finish(d, "cancelled")
+    sched.add(f, 40.0, now=1.3)                             # emptied, then held anew: the projection again
+    assert sched.queue.seqs() == [f]

@@ -3,8 +3,11 @@
 (hundreds waiting under overload cost the engine thread ~20 us each a step to settle)."""
 import itertools
 import math
+from collections import deque
 
 from engine.api.request import EngineInputError
+
+PACE_S = 1.0      # a queue that has held contexts this long waits at least its measured pace over it
 
 
 class AdmissionQueue:
@@ -16,6 +19,8 @@ class AdmissionQueue:
         self.waited_s = self.max_waited_s = 0.0       # of the contexts admitted from the queue
         self.frames_per_id: float | None = None       # of the streams the model ended (eos), moving average
         self._ends: tuple[int, list] = (-1, [])
+        self.held_since: float | None = None          # the queue has held contexts from then on
+        self.joined: deque = deque()                  # when contexts joined from the queue, the last PACE_S
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -38,10 +43,12 @@ class AdmissionQueue:
         if not self.max_wait_s:
             raise admission.busy(why)
         tokens = sum(admission.reserve_tokens(seq))
-        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
+        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms), self._pace_s(now))
         if wait > self.max_wait_s:
             raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
                                  f"queue waits {_ms(self.max_wait_s)} at most)")
+        if not self.entries:
+            self.held_since = now
         self.entries[seq] = (now, tokens)
         self.tokens += tokens
         self.queued += 1
@@ -55,6 +62,8 @@ class AdmissionQueue:
         entry = self.entries.pop(seq, None)
         if entry is not None:
             self.tokens -= entry[1]
+        if not self.entries:
+            self.held_since = None
         return entry is not None
 
     def admit(self, sched, step_ms: float, now: float) -> list:
@@ -75,9 +84,20 @@ class AdmissionQueue:
             self.discard(seq)
             admission.take(seq)
             sched.waiting.append(seq)
+            self.joined.append(now)
             self.waited_s += now - since
             self.max_waited_s = max(self.max_waited_s, now - since)
         return failed
+
+    def _pace_s(self, now: float) -> float:
+        """Where the queue has held contexts for PACE_S, those ahead and this one take as long as the last PACE_S
+        took to admit as many: the projections below miss what the engine cannot foresee (streams ending late, the
+        moving average's swings), and under overload every context they queue would wait its bound and then fail."""
+        while self.joined and self.joined[0] < now - PACE_S:
+            self.joined.popleft()
+        if self.held_since is None or now - self.held_since < PACE_S:
+            return 0.0
+        return (len(self) + 1) * PACE_S / len(self.joined) if self.joined else math.inf
 
     def _room_s(self, sched, tokens: int, step_ms: float) -> float:
         """When the streams that end first leave a slot and KV for those queued ahead and this one."""
@@ -107,8 +127,8 @@ class AdmissionQueue:
         if k <= 0 and (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
             per_step = max(1, sched.max_prefill_tokens // max(1, admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
-        if step_ms > bound:
-            k = max(k, len(sched.running) - math.floor(len(sched.running) * bound / step_ms))   # ~ proportional
+        if step_ms > bound:                                   # ~ proportional; those ahead each need room too
+            k = max(k, sched.num_active + len(self) + 1 - math.floor(len(sched.running) * bound / step_ms))
         ends = self._ending(sched)
         return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
 
