@@ -276,31 +276,6 @@ def test_a_replica_is_full_at_its_step_line_before_its_slots():
     assert replica.max_active == 1500 and replica.full(64.0)
 
 
-def test_once_the_line_holds_a_lone_arrival_joins_within_an_eighth_past_the_bound_and_a_queue_drains_at_it(
-        few_streams):
-    sched = scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())
-    running = seq(0, max_frames=100)
-    sched.add(running, 40.0, now=0.0)
-    start(sched, running)
-    sched.steps, sched.started = 50, 0
-    lone = seq(5)
-    sched.add(lone, 66.0, now=0.0)                          # the average swings past 64: the line has room for 3
-    assert list(sched.waiting) == [lone]
-    past, behind = seq(6), seq(7)
-    sched.add(past, 75.0, now=0.0)                          # past 72: the line has gone wrong, it waits its turn
-    sched.add(behind, 66.0, now=0.0)                        # one waits ahead: a queue drains at the bound
-    assert sched.queue.seqs() == [past, behind] and list(sched.waiting) == [lone]
-    assert sched.admit_queued(66.0, now=0.05) == [] and len(sched.queue) == 2
-    assert sched.admit_queued(63.0, now=0.1) == [] and list(sched.waiting) == [lone, past, behind]
-    unlearnt = scheduler(max_active=8, max_step_ms=64.0, cost=StepCost())
-    first = seq(0, max_frames=None, closed=False)
-    unlearnt.add(first, 10.0, now=0.0)
-    start(unlearnt, first)
-    unlearnt.steps, unlearnt.started = 50, 0
-    with pytest.raises(EngineInputError, match=r"at capacity \(66 ms"):       # a burst's steps: the bound itself
-        unlearnt.add(seq(1), 66.0, now=0.0)
-
-
 def test_a_step_past_its_bound_counts_those_queued_ahead_in_the_ends_it_waits_for():
     sched = scheduler(max_active=16, max_step_ms=64.0, max_queue_s=2.0)
     running = [seq(i, max_frames=10 * (i + 1)) for i in range(4)]      # ends at 10, 20, 30, 40 frames

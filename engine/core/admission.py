@@ -6,8 +6,6 @@ from engine.api.request import EngineInputError
 from engine.core.step_cost import StepCost
 
 HORIZON_TOKENS = 512           # KV held per open-length stream
-AVERAGE_GUARD = 1.125          # a lone arrival (none queued) joins while the moving average, which swings about the
-                               # bound, is within this much of it once the step line holds; a queue drains at the bound
 
 
 class Admission:
@@ -39,9 +37,8 @@ class Admission:
         return self._round(self.prompt_estimate(seq) + min(frames, HORIZON_TOKENS) + 2) - shared, \
             self._round(seq.prefix.length)
 
-    def blocker(self, seq, active: int, step_ms: float, alone: bool = False) -> str | None:
-        """Why `seq` cannot join now (None: it can); a request no empty cache could hold fails here. `alone`: none
-        wait ahead of it."""
+    def blocker(self, seq, active: int, step_ms: float) -> str | None:
+        """Why `seq` cannot join now (None: it can); a request no empty cache could hold fails here."""
         own, prefix = self.reserve_tokens(seq)
         if own + prefix > self.kv_tokens:
             raise EngineInputError("text_too_long", f"the request needs about {own + prefix} KV tokens; the whole "
@@ -49,9 +46,9 @@ class Admission:
         if active >= self.max_active:
             return f"{self.max_active} streams are generating"
         if self.max_step_ms is not None and active:
-            fits = self.streams_within_bound()
-            if step_ms > self.max_step_ms * (AVERAGE_GUARD if alone and fits < math.inf else 1.0):
+            if step_ms > self.max_step_ms:
                 return f"at capacity ({step_ms:.0f} ms per 80 ms frame step)"
+            fits = self.streams_within_bound()
             if active + 1 > fits:                             # a wave joining at once would pass it
                 return f"at capacity ({active} streams: the measured step keeps {self.max_step_ms:.0f} ms for {fits})"
         if self.reserved + self._need(seq, own, prefix) > self.kv_tokens:

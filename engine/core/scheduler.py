@@ -63,7 +63,7 @@ class Scheduler:
 
     def add(self, seq: Sequence, step_ms: float, now: float = 0.0) -> None:
         step_ms = self.capacity_ms(step_ms)
-        why = self.admission.blocker(seq, self.num_active, step_ms, alone=not self.queue)
+        why = self.admission.blocker(seq, self.num_active, step_ms)
         if why is None and not self.queue:
             self.admission.take(seq)
             self.waiting.append(seq)
