@@ -22,9 +22,6 @@ SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 25
 # the codec decoder's: each capture runs cuDNN's search (1.5-8 s); a decode takes 1.6-1.9 ms at 1-16 streams (H100), so
 # padding there costs a step little; every 128 past 512 (<= 25%; near a full engine every bucket is close)
 DECODE_SIZES = [1, 4, 16, 32, 64, 96, 128, 192, 256, 384, 512]
-# a larger decode replays the largest graph over chunks: a stream costs the same past ~512 (H200: 20.5 ms at 1,024,
-# 40.4 at 2,048) while the 8 captures past 1,024 took half the decode graphs' start-up
-DECODE_MOST = 1024
 
 
 def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]:
@@ -33,15 +30,13 @@ def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]
 
 
 def decode_buckets_up_to(n: int) -> list[int]:
-    return buckets_up_to(min(n, DECODE_MOST), DECODE_SIZES, 128)
+    return buckets_up_to(n, DECODE_SIZES, 128)
 
 
 class StagedGraphs:
-    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None,
-                 chunked: bool = False):
-        """pads[i]: fill value of input i's padding rows. `chunked`: rows are independent, so a batch past the
-        largest bucket runs in chunks of it (else eagerly)."""
-        self.fn, self.pads, self.buckets, self.use_graphs, self.chunked = fn, pads, buckets, use_graphs, chunked
+    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None):
+        """pads[i]: fill value of input i's padding rows."""
+        self.fn, self.pads, self.buckets, self.use_graphs = fn, pads, buckets, use_graphs
         self.pool, self.stream = pool, stream
         self.graphs: dict = {}
 
@@ -59,10 +54,7 @@ class StagedGraphs:
     def __call__(self, variant, *inputs):
         batch = inputs[0].shape[0]
         if batch > self.buckets[-1]:
-            if not self.chunked:
-                return self.fn(variant, *inputs)
-            n = self.buckets[-1]       # each chunk's rows copied out before the next replay overwrites them
-            return torch.cat([self(variant, *(x[i:i + n] for x in inputs)).clone() for i in range(0, batch, n)])
+            return self.fn(variant, *inputs)
         bucket = self.bucket(batch)
         if not self.use_graphs:
             return self.fn(variant, *self.pad(inputs, bucket))[:batch]
