@@ -15,8 +15,29 @@
 #   call 2, carry .whl-ray2:  cat /tmp/.whl-ray1/ray.part.* .whl-ray2/ray.part.* > /tmp/$(cat .whl-ray2/NAME);
 #                             pip install ... --target /tmp/site /tmp/ray-*.whl .whl-ray2/*.whl
 #   then, carry .whl:         the gateway's wheels as above, and bench/gpu_replicas.sh
+# `bash bench/gpu_wheels.sh fa4`: FlashAttention 4 (CuTe DSL, for bench/attention_bench.py) into .whl-fa4a/ and
+# .whl-fa4b/ (its CUDA 12 DSL libraries are 92 MB: cut in two), carried in two calls on the same warm machine:
+#   call 1, carry .whl-fa4a:  cp -r .whl-fa4a /tmp/
+#   call 2, carry .whl-fa4b:  cat /tmp/.whl-fa4a/libs.part.* .whl-fa4b/libs.part.* > /tmp/$(cat .whl-fa4b/NAME);
+#                             pip install ... --target /tmp/site /tmp/nvidia_cutlass_dsl_libs_cu12-*.whl .whl-fa4b/*.whl
+#   (the image has torch 2.11+cu130, einops, cuda-bindings and cuda-pathfinder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+platforms="--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
+    --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any"
+if [ "${1:-}" = fa4 ]; then
+    rm -rf .whl-fa4a .whl-fa4b && mkdir .whl-fa4a .whl-fa4b
+    python3 -m pip download -q --no-deps --pre --only-binary=:all: $platforms -d .whl-fa4b flash-attn-4==4.0.0b36 \
+        nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 nvidia-cutlass-dsl-libs-core==4.8.1 \
+        nvidia-cutlass-dsl-libs-cu12==4.8.1 apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5 \
+        quack-kernels==0.6.5
+    libs=$(cd .whl-fa4b && ls nvidia_cutlass_dsl_libs_cu12-*.whl)
+    echo "$libs" > .whl-fa4b/NAME
+    split -b 56M -d ".whl-fa4b/$libs" .whl-fa4b/libs.part. && rm ".whl-fa4b/$libs"
+    mv .whl-fa4b/libs.part.00 .whl-fa4a/
+    du -sh .whl-fa4a .whl-fa4b
+    exit
+fi
 if [ "${1:-}" = replicas ]; then
     rm -rf .whl-ray1 .whl-ray2 && mkdir .whl-ray1 .whl-ray2
     python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -39,7 +60,6 @@ official="qwen-tts==0.1.1 transformers==4.57.6 tokenizers==0.22.2 huggingface_hu
     msgpack==1.2.4 pooch==1.9.0 joblib==1.6.0 threadpoolctl==3.8.0 scikit-learn==1.9.1 sox==1.4.1 einops==0.8.2
     requests==2.34.2 urllib3==2.7.0 idna==3.20 certifi==2026.5.20 charset_normalizer==3.4.7 platformdirs==4.14.8"
 rm -rf .whl && mkdir .whl
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform any -d .whl $([ "${1:-}" = official ] && echo "$official" || echo "$gateway")
+python3 -m pip download -q --no-deps --only-binary=:all: $platforms \
+    -d .whl $([ "${1:-}" = official ] && echo "$official" || echo "$gateway")
 du -sh .whl

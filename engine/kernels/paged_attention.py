@@ -9,6 +9,8 @@ try:
 except ImportError:
     triton = None
 
+LAUNCH = dict(num_warps=4, num_stages=3)      # Triton's defaults; bench/attention_bench.py sweeps them
+
 
 def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, rows=256):
     if q.shape[0] > rows:
@@ -106,5 +108,5 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, bloc
                                         block_tables.stride(0), k_new, v_new, slots, k_new.stride(0),
                                         v_new.stride(0), KV_HEADS=kv_heads, GROUP=group,
                                         ROWS=max(16, triton.next_power_of_2(group)), D=d, BLOCK=block_size,
-                                        IEEE=q.dtype == torch.float32, WRITE=fused)
+                                        IEEE=q.dtype == torch.float32, WRITE=fused, **LAUNCH)
     return out
