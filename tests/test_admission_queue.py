@@ -292,20 +292,27 @@ def test_a_step_past_its_bound_counts_those_queued_ahead_in_the_ends_it_waits_fo
     assert sched.queue.seqs() == [first]
 
 
-def test_a_queue_held_for_a_second_waits_at_least_its_measured_pace():
-    sched = scheduler(max_active=4, max_queue_s=0.5)
-    running = [seq(i, max_frames=i + 1) for i in range(4)]     # ends 1-4 steps away: room every 40 ms
-    for s in running:
-        sched.add(s, 40.0, now=0.0)
-    start(sched, *running)
-    b, c, d, e, f = (seq(i) for i in range(4, 9))
-    sched.add(b, 40.0, now=0.1), sched.add(c, 40.0, now=0.2)
-    sched.finish(running[0], "eos")
-    assert sched.admit_queued(40.0, now=0.5) == [] and list(sched.waiting) == [b]
-    sched.add(d, 40.0, now=0.9)                             # held 0.8 s: the projection alone
-    assert sched.queue.seqs() == [c, d]
+def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_least_its_measured_pace():
+    def queue_at_1_1_s(expire: bool):
+        sched = scheduler(max_active=4, max_queue_s=0.5)
+        running = [seq(i, max_frames=i + 1) for i in range(4)]     # ends 1-4 steps away: room every 40 ms
+        for s in running:
+            sched.add(s, 40.0, now=0.0)
+        start(sched, *running)
+        b, c, d, e, f = (seq(i) for i in range(4, 9))
+        sched.add(b, 40.0, now=0.1), sched.add(c, 40.0, now=0.2)
+        sched.finish(running[0], "eos")
+        assert sched.admit_queued(40.0, now=0.5) == [] and list(sched.waiting) == [b]
+        sched.add(d, 40.0, now=0.6)
+        if expire:
+            [(late, _)] = sched.admit_queued(40.0, now=0.75)           # c waited out the 500 ms
+            sched.finish(late, "error")
+        sched.add(e, 40.0, now=0.9)                                 # held 0.8 s: the projections alone
+        return sched, f
+
+    sched, f = queue_at_1_1_s(expire=True)
     with pytest.raises(EngineInputError, match="room expected in 3000 ms"):
-        sched.add(e, 40.0, now=1.2)                         # held 1.1 s, one joined in the last second: 3 s for 3
-    sched.finish(c, "cancelled"), sched.finish(d, "cancelled")
-    sched.add(f, 40.0, now=1.3)                             # emptied, then held anew: the projection again
-    assert sched.queue.seqs() == [f]
+        sched.add(f, 40.0, now=1.2)              # held 1.1 s, one expired, one joined in the last second: 3 s for 3
+    sched, f = queue_at_1_1_s(expire=False)
+    sched.add(f, 40.0, now=1.2)                  # none expired: a queue that drains in time keeps the projections
+    assert sched.queue.seqs()[-1] is f

@@ -7,7 +7,7 @@ from collections import deque
 
 from engine.api.request import EngineInputError
 
-PACE_S = 1.0      # a queue that has held contexts this long waits at least its measured pace over it
+PACE_S = 1.0      # a queue that has held contexts this long, one waiting out its bound, waits at least its pace
 
 
 class AdmissionQueue:
@@ -21,6 +21,7 @@ class AdmissionQueue:
         self._ends: tuple[int, list] = (-1, [])
         self.held_since: float | None = None          # the queue has held contexts from then on
         self.joined: deque = deque()                  # when contexts joined from the queue, the last PACE_S
+        self.expired_at = -math.inf                   # when a context last waited out the bound
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -72,7 +73,7 @@ class AdmissionQueue:
         admission, failed = sched.admission, []
         for seq, (since, _) in list(self.entries.items()):
             if now - since > self.max_wait_s:
-                self.expired += 1
+                self.expired, self.expired_at = self.expired + 1, now
                 failed.append((seq, admission.busy(f"no room within {_ms(self.max_wait_s)} in the queue")))
                 continue
             try:
@@ -90,12 +91,13 @@ class AdmissionQueue:
         return failed
 
     def _pace_s(self, now: float) -> float:
-        """Where the queue has held contexts for PACE_S, those ahead and this one take as long as the last PACE_S
-        took to admit as many: the projections below miss what the engine cannot foresee (streams ending late, the
-        moving average's swings), and under overload every context they queue would wait its bound and then fail."""
+        """Where the queue has held contexts for PACE_S and one of them waited out the bound meanwhile, those ahead
+        and this one take as long as the last PACE_S took to admit as many: the projections below miss what the
+        engine cannot foresee (streams ending late, the moving average's swings), and under overload every context
+        they queue would wait its bound and then fail. A burst that drains in time keeps the projections alone."""
         while self.joined and self.joined[0] < now - PACE_S:
             self.joined.popleft()
-        if self.held_since is None or now - self.held_since < PACE_S:
+        if self.held_since is None or now - self.held_since < PACE_S or now - self.expired_at > PACE_S:
             return 0.0
         return (len(self) + 1) * PACE_S / len(self.joined) if self.joined else math.inf
 
