@@ -276,22 +276,6 @@ def test_a_replica_is_full_at_its_step_line_before_its_slots():
     assert replica.max_active == 1500 and replica.full(64.0)
 
 
-def test_a_step_past_its_bound_counts_those_queued_ahead_in_the_ends_it_waits_for():
-    sched = scheduler(max_active=16, max_step_ms=64.0, max_queue_s=2.0)
-    running = [seq(i, max_frames=10 * (i + 1)) for i in range(4)]      # ends at 10, 20, 30, 40 frames
-    for s in running:
-        sched.add(s, 10.0, now=0.0)
-    start(sched, *running)
-    sched.steps, sched.started = 50, 0
-    sched.admit_queued(80.0, now=0.0)
-    sched.admit_queued(80.0, now=0.08)                  # a step that started none took 80 ms: 3 of the 4 fit
-    first, second = seq(4), seq(5)
-    sched.add(first, 80.0, now=0.1)                     # 2 must end: 20 frames, 1.6 s
-    with pytest.raises(EngineInputError, match="room expected in 2400 ms"):
-        sched.add(second, 80.0, now=0.1)                # and one more for the one ahead: 30 frames
-    assert sched.queue.seqs() == [first]
-
-
 def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_least_its_measured_pace():
     def queue_at_1_1_s(expire: bool):
         sched = scheduler(max_active=4, max_queue_s=0.5)
@@ -313,6 +297,12 @@ def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_leas
     sched, f = queue_at_1_1_s(expire=True)
     with pytest.raises(EngineInputError, match="room expected in 3000 ms"):
         sched.add(f, 40.0, now=1.2)              # held 1.1 s, one expired, one joined in the last second: 3 s for 3
+    with pytest.raises(EngineInputError, match="room expected in inf ms"):
+        sched.add(seq(9), 40.0, now=1.6)         # none joined in the last second
+    for s in list(sched.running):
+        sched.finish(s, "eos")
+    sched.add(f, 40.0, now=1.6)                  # room now is room, however slow the queue was
+    assert sched.queue.seqs()[-1] is f
     sched, f = queue_at_1_1_s(expire=False)
     sched.add(f, 40.0, now=1.2)                  # none expired: a queue that drains in time keeps the projections
     assert sched.queue.seqs()[-1] is f

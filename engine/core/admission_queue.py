@@ -44,7 +44,8 @@ class AdmissionQueue:
         if not self.max_wait_s:
             raise admission.busy(why)
         tokens = sum(admission.reserve_tokens(seq))
-        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms), self._pace_s(now))
+        wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
+        wait = max(wait, self._pace_s(now)) if wait else 0.0     # room now is room, however slow the queue was
         if wait > self.max_wait_s:
             raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
                                  f"queue waits {_ms(self.max_wait_s)} at most)")
@@ -129,8 +130,8 @@ class AdmissionQueue:
         if k <= 0 and (sched.started or sched.waiting or self.entries) and not (sched.calm_step_ms or 0) > bound:
             per_step = max(1, sched.max_prefill_tokens // max(1, admission.prompt_estimate(seq)))
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
-        if step_ms > bound:                                   # ~ proportional; those ahead each need room too
-            k = max(k, sched.num_active + len(self) + 1 - math.floor(len(sched.running) * bound / step_ms))
+        if step_ms > bound:
+            k = max(k, len(sched.running) - math.floor(len(sched.running) * bound / step_ms))   # ~ proportional
         ends = self._ending(sched)
         return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
 
