@@ -86,8 +86,11 @@ def sentences(lang: str, n: int, seed: int = 0) -> list[str]:
     return list(seen)
 
 
-def pieces(text: str, lang: str, rng: random.Random) -> list[str]:
-    """Chinese and Japanese 1-2 characters a piece; the others a word with the space before it."""
+def pieces(text: str, lang: str, rng: random.Random, how: str = "chars") -> list[str]:
+    """Chinese and Japanese 1-2 characters a piece; the others a word with the space before it. `how` "tokens": as a
+    Qwen LLM streams it, a token a piece (the TTS tokenizer's BPE is the Qwen LLMs'), whole characters."""
+    if how == "tokens":
+        return llm_tokens(text)
     if lang in CHARACTER_PIECES:
         cuts, i = [], 0
         while i < len(text):
@@ -96,3 +99,16 @@ def pieces(text: str, lang: str, rng: random.Random) -> list[str]:
         return cuts
     words = text.split(" ")
     return [words[0]] + [" " + w for w in words[1:]]
+
+
+def llm_tokens(text: str) -> list[str]:
+    """The text's BPE tokens, a token that ends inside a character (UTF-8) joined to the next."""
+    from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
+    tokenizer, out, held = TextTokenizer.load(), [], []
+    for token_id in tokenizer.encode(text):
+        held.append(token_id)
+        piece = tokenizer.decode(held)
+        if "\ufffd" not in piece:
+            out.append(piece)
+            held = []
+    return out

@@ -24,13 +24,14 @@ class Speech:
     idle_timeout: float = 60.0
     lang: str | None = None  # streamed as an LLM writes this language (bench/languages.py), every piece_ms apart
     piece_ms: tuple[float, float] = (20.0, 30.0)
+    pieces: str = "chars"    # with lang: "tokens", a Qwen LLM's tokens (bench/languages.py)
 
     def timed_pieces(self, text: str, rng: random.Random) -> list[tuple[float, str]]:
         """(seconds after the first piece, piece)."""
         if self.lang is None:
             n = self.stream_chars or len(text)
             return [(i * self.stream_ms / 1000, text[i * n:(i + 1) * n]) for i in range((len(text) + n - 1) // n)]
-        parts = language_pieces(text, self.lang, rng)
+        parts = language_pieces(text, self.lang, rng, self.pieces)
         gaps = itertools.accumulate([0.0] + [rng.uniform(*self.piece_ms) / 1000 for _ in parts[1:]])
         return list(zip(gaps, parts))
 

@@ -1,5 +1,5 @@
 """Streamed text against the whole text's tokenization, on the CPU: sentences in each language sent 1-2 characters
-(Chinese, Japanese, Korean) or a word at a time through the engine's text intake. Reports the share whose fed ids
+(Chinese, Japanese, Korean) or a word at a time (`--pieces tokens`: a Qwen LLM's tokens) through the engine's intake. Reports the share whose fed ids
 equal the whole text's, that every difference re-segments the same characters, and the characters and pieces sent
 when the first text id settled (the engine's start), with the time since the first piece at load_bench's pace."""
 import argparse
@@ -38,11 +38,11 @@ def stream(intake: TextIntake, parts: list[str]) -> tuple[list[int], int | None,
     return seq.text.role_ids + seq.text.feed, start, pieces_sent
 
 
-def measure(tokenizer, lang: str, n: int, seed: int, piece_ms: tuple[float, float]) -> dict:
+def measure(tokenizer, lang: str, n: int, seed: int, piece_ms: tuple[float, float], how: str = "chars") -> dict:
     intake, rng, clock = TextIntake(tokenizer, ROLE), random.Random(seed), random.Random(seed + 1)
     exact, starts, pieces_at, waits, differ = 0, [], [], [], []
     for text in sentences(lang, n, seed):
-        parts = pieces(text, lang, rng)
+        parts = pieces(text, lang, rng, how)
         ids, start, pieces_sent = stream(intake, parts)
         pieces_at.append(pieces_sent or len(parts))
         waits.append(sum(clock.uniform(*piece_ms) for _ in range(pieces_at[-1] - 1)))
@@ -65,10 +65,12 @@ def main(argv=None) -> None:
     ap.add_argument("--sentences", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--piece-ms", type=float, nargs=2, default=[20.0, 30.0], help="ms between pieces, as load_bench's")
+    ap.add_argument("--pieces", choices=("chars", "tokens"), default="chars", help="as load_bench's --pieces")
     ap.add_argument("--out", help="write the report here as JSON")
     args = ap.parse_args(argv)
     tokenizer = TextTokenizer.load()
-    report = {lang: measure(tokenizer, lang, args.sentences, args.seed, args.piece_ms) for lang in args.languages}
+    report = {lang: measure(tokenizer, lang, args.sentences, args.seed, args.piece_ms, args.pieces)
+              for lang in args.languages}
     for lang, row in report.items():
         print(f"{lang}: {row['sentences']} sentences, exact {row['exact_share']:.2%}, first id after "
               f"{row['start_chars_p50']} / {row['start_chars_p90']} / {row['start_chars_max']} characters "

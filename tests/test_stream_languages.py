@@ -85,6 +85,24 @@ def test_streamed_ids_are_the_whole_texts_or_the_same_characters(lang):
         assert sorted(starts)[len(starts) // 2] <= 6, lang
 
 
+@pytest.mark.parametrize("lang", ["zh", "ja", "en"])
+def test_streamed_as_a_qwen_llm_writes_it_every_language_starts_at_its_second_token(lang):
+    """A Qwen LLM's tokens are the TTS tokenizer's: the first id settles once the second token comes, in Chinese and
+    Japanese as in English (cut at random 1-2 characters, Chinese waits a piece longer than English's words)."""
+    rng, starts = random.Random(2), {"chars": [], "tokens": []}
+    for text in sentences(lang, 100, seed=2):
+        for how in starts:
+            parts = pieces(text, lang, rng, how)
+            assert "".join(parts) == text
+            ids, _, at = stream(TextIntake(TOKENIZER, ROLE), parts)
+            assert ids == TOKENIZER.encode_prompt(ROLE, text) or how == "chars"
+            starts[how].append(at)
+    p90 = {how: sorted(at)[len(at) * 9 // 10] for how, at in starts.items()}
+    assert p90["tokens"] <= 2, (lang, starts["tokens"])
+    if lang == "zh":
+        assert p90["chars"] > 2
+
+
 def test_without_the_lookahead_cjk_boundaries_no_merge_can_cross_are_exact_on_random_strings():
     """The exact rule alone (no lookahead) settles CJK boundaries early only where no merge can cross them."""
     exact, rng = TextTokenizer.load(exact=True), random.Random(5)
