@@ -86,6 +86,34 @@ for positions in ([0, 5, 71], [72, 300, 143], [1, 71, 72]):    # filling, wrappe
     assert torch.equal(keys, want_k) and torch.equal(values, want_v)
 """
 
+PAGED = r"""
+import torch
+import triton.runtime.interpreter as interpreter
+from engine.kernels import paged_attention as pa
+patch = interpreter._patch_lang_tensor
+def index_scalars(tensor, scope):                 # a loop bound read from memory: numpy 2.4 refuses int() of the
+    patch(tensor, scope)                          # interpreter's one-element scalars (triton 3.6)
+    scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+interpreter._patch_lang_tensor = index_scalars
+torch.manual_seed(0)
+block, kv_heads, group, d, lens = 16, 2, 2, 16, torch.tensor([1, 17, 40])
+blocks = 12
+for pages in (1, 2, 4):                           # cache blocks a loop step reads
+    pa.TILE_PAGES = pages
+    k_cache, v_cache = torch.randn(blocks * block, kv_heads, d), torch.randn(blocks * block, kv_heads, d)
+    tables = torch.randperm(blocks - 1)[:9].view(3, 3)         # each stream's blocks, scattered
+    q = torch.randn(3, kv_heads * group, d)
+    want = pa.paged_attention_reference(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
+    got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
+    assert (got - want).abs().max() < 1e-5 * want.abs().max(), pages
+    k, v = torch.randn(3, kv_heads, d), torch.randn(3, kv_heads, d)          # decode writes its token as it reads
+    slots = (tables.gather(1, ((lens - 1) // block)[:, None])[:, 0] * block + (lens - 1) % block)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want = pa.paged_attention_torch(q, want_k, want_v, tables, lens, d ** -0.5, block, (k, v, slots))
+    got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block, (k, v, slots), one_per_stream=True)
+    assert (got - want).abs().max() < 1e-5 * want.abs().max() and torch.equal(k_cache, want_k), pages
+"""
+
 SNAKE = r"""
 import torch
 import triton
@@ -115,7 +143,8 @@ for b, t, c, ctx in ((2, 5, 12, 3), (3, 7, 8, 0)):
 """
 
 
-@pytest.mark.parametrize("script", [SCRIPT, SAMPLER, RING, SNAKE], ids=["layers", "sampler", "ring", "snake"])
+@pytest.mark.parametrize("script", [SCRIPT, SAMPLER, RING, PAGED, SNAKE],
+                         ids=["layers", "sampler", "ring", "paged", "snake"])
 def test_kernels_match_the_torch_code_in_the_interpreter(script, tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     (tmp_path / "check.py").write_text(script)          # a file: triton.jit reads its functions' source
