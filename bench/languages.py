@@ -1,5 +1,6 @@
 """Voice-agent sentences in the ten languages the model speaks, generated from templates (Latin names, digits and
 punctuation mixed in, as replies carry them), and the pieces an LLM streams them in."""
+import functools
 import random
 
 from qwen_tts_client import protocol as p
@@ -101,10 +102,15 @@ def pieces(text: str, lang: str, rng: random.Random, how: str = "chars") -> list
     return [words[0]] + [" " + w for w in words[1:]]
 
 
+@functools.cache
+def _tokenizer():
+    from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
+    return TextTokenizer.load()
+
+
 def llm_tokens(text: str) -> list[str]:
     """The text's BPE tokens, a token that ends inside a character (UTF-8) joined to the next."""
-    from engine.models.qwen3_tts.text_tokenizer import TextTokenizer
-    tokenizer, out, held = TextTokenizer.load(), [], []
+    tokenizer, out, held = _tokenizer(), [], []
     for token_id in tokenizer.encode(text):
         held.append(token_id)
         piece = tokenizer.decode(held)
