@@ -3,9 +3,9 @@
 #   here:        bash bench/gpu_ab.sh extract REV [REV ...]    each commit's tree into ab/REV/ (git-ignored: carry
 #                                                              "ab" with ".whl", ~9 MB a tree)
 #   on the GPU:  OUT=... bash bench/gpu_ab.sh run "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
-# Each tree in ab/ runs bench/gpu_gateway.sh in turn, in name order: the first starts cold, the next warm from the first's compile
-# cache when SERVE ARGS name a --cache-dir. Each lands in $OUT/REV.json (bench/gather_runs.py), with its time to
-# /health. The wheels as bench/gpu_wheels.sh says, installed first into /tmp/site.
+# Each tree in ab/ runs bench/gpu_gateway.sh in turn, in name order: the first starts cold, the next warm from the
+# first's compile cache when SERVE ARGS name a --cache-dir. Each lands in $OUT/REV.json (bench/gather_runs.py), with
+# its time to /health. The wheels as bench/gpu_wheels.sh says, installed first into /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=$1

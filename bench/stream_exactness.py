@@ -1,7 +1,8 @@
 """Streamed text against the whole text's tokenization, on the CPU: sentences in each language sent 1-2 characters
-(Chinese, Japanese, Korean) or a word at a time (`--pieces tokens`: a Qwen LLM's tokens) through the engine's intake. Reports the share whose fed ids
-equal the whole text's, that every difference re-segments the same characters, and the characters and pieces sent
-when the first text id settled (the engine's start), with the time since the first piece at load_bench's pace."""
+(Chinese, Japanese, Korean) or a word at a time (`--pieces tokens`: a Qwen LLM's tokens) through the engine's
+intake. Reports the share whose fed ids equal the whole text's, that every difference re-segments the same
+characters, and the characters and pieces sent when the first text id settled (the engine's start), with the time
+since the first piece at load_bench's pace."""
 import argparse
 import json
 import random
