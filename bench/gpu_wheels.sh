@@ -33,7 +33,7 @@ if [ "${1:-}" = fa4 ]; then
         quack-kernels==0.6.5
     libs=$(cd .whl-fa4b && ls nvidia_cutlass_dsl_libs_cu12-*.whl)
     echo "$libs" > .whl-fa4b/NAME
-    split -b 56M -d ".whl-fa4b/$libs" .whl-fa4b/libs.part. && rm ".whl-fa4b/$libs"
+    split -b 50M -d ".whl-fa4b/$libs" .whl-fa4b/libs.part. && rm ".whl-fa4b/$libs"
     mv .whl-fa4b/libs.part.00 .whl-fa4a/
     du -sh .whl-fa4a .whl-fa4b
     exit
@@ -48,7 +48,7 @@ if [ "${1:-}" = replicas ]; then
         certifi-* idna-* sniffio-* httpx-* httpcore-*)
     ray=$(cd .whl-ray2 && ls ray-2*.whl)
     echo "$ray" > .whl-ray2/NAME
-    split -b 56M -d ".whl-ray2/$ray" .whl-ray2/ray.part. && rm ".whl-ray2/$ray" && mv .whl-ray2/ray.part.00 .whl-ray1/
+    split -b 50M -d ".whl-ray2/$ray" .whl-ray2/ray.part. && rm ".whl-ray2/$ray" && mv .whl-ray2/ray.part.00 .whl-ray1/
     du -sh .whl-ray1 .whl-ray2
     exit
 fi
