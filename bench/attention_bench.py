@@ -1,9 +1,9 @@
 """The talker's decode attention over the paged KV cache, alone (a GPU diagnostic): our Triton kernel against
 FlashAttention 4 (`flash-attn-4`, CuTe DSL, its page table over our blocks) where it is installed, at the talker's
 shape (16 query heads, 8 KV heads, head dim 128, bf16, blocks of 64), one query a stream, each stream's context
-`--context` tokens in blocks scattered over the cache; ours at each tile (cache blocks a loop step reads) and Triton
-launch (warps, pipeline stages). Each call is captured in a CUDA graph and replayed, as the engine runs it; prints ms,
-the KV bytes a second it reads and its error against the torch reference.
+`--context` tokens in blocks scattered over the cache; ours at each Triton launch (warps, pipeline stages). Each call
+is captured in a CUDA graph and replayed, as the engine runs it; prints ms, the KV bytes a second it reads and its
+error against the torch reference.
 
 python3 bench/attention_bench.py [--batches 512 1024 2048] [--context 160] [--json out.json]
 FA4's wheels: `bash bench/gpu_wheels.sh fa4` (two carries)."""
@@ -35,9 +35,9 @@ def case(batch: int, context: int, seed: int = 0) -> dict:
                 scale=DIM ** -0.5)
 
 
-def ours(c: dict, launch: dict, pages: int):
+def ours(c: dict, launch: dict):
     def call():
-        kernel.LAUNCH, kernel.TILE_PAGES = launch, pages      # the launch captured in the graph is this one's
+        kernel.LAUNCH = launch                  # the launch captured in the graph is this one's
         return paged_attention(c["q"], c["k"], c["v"], c["tables"], c["lens"], c["scale"], BLOCK)
     return call
 
@@ -89,12 +89,10 @@ def main():
     except ImportError as exc:
         print(f"flash-attn-4 not installed ({exc}): ours alone")
         variants = {}
-    default = dict(kernel.LAUNCH), kernel.TILE_PAGES
-    launches = [(dict(num_warps=w, num_stages=st), pages) for pages in (1, 2, 4) for w in (2, 4, 8)
-                for st in (1, 2, 3, 4)]
-    variants = {f"ours(pages={p}, warps={x['num_warps']}, stages={x['num_stages']})" +
-                (" (the default)" if (x, p) == default else ""): (lambda c, x=x, p=p: ours(c, x, p))
-                for x, p in launches} | variants
+    default = dict(kernel.LAUNCH)
+    launches = [dict(num_warps=w, num_stages=st) for w in (2, 4, 8) for st in (1, 2, 3, 4)]
+    variants = {f"ours(warps={x['num_warps']}, stages={x['num_stages']})" + (" (the default)" if x == default else ""):
+                (lambda c, x=x: ours(c, x)) for x in launches} | variants
     rows = []
     for batch in args.batches:
         c = case(batch, args.context)
@@ -104,14 +102,14 @@ def main():
             try:
                 ms, out = timed(make(c))
             except Exception as exc:                   # a variant FA4 does not support here: say so, go on
-                print(f"{batch:5d} streams  {name:44s} failed: {type(exc).__name__}: {exc}"[:300], flush=True)
+                print(f"{batch:5d} streams  {name:34s} failed: {type(exc).__name__}: {exc}"[:300], flush=True)
                 continue
             err = ((out.float() - want).norm() / want.norm()).item()
             rows.append(dict(batch=batch, context=args.context, kernel=name, ms=ms, tb_s=kv_bytes / ms / 1e9,
                              error=err))
-            print(f"{batch:5d} streams  {name:44s} {ms:8.3f} ms  {kv_bytes / ms / 1e9:5.2f} TB/s  error {err:.1e}",
+            print(f"{batch:5d} streams  {name:34s} {ms:8.3f} ms  {kv_bytes / ms / 1e9:5.2f} TB/s  error {err:.1e}",
                   flush=True)
-    kernel.LAUNCH, kernel.TILE_PAGES = default
+    kernel.LAUNCH = default
     if args.json:
         Path(args.json).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), rows=rows), indent=1))
 

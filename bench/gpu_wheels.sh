@@ -19,7 +19,8 @@
 # .whl-fa4b/ (its CUDA 12 DSL libraries are 92 MB: cut in two), carried in two calls on the same warm machine:
 #   call 1, carry .whl-fa4a:  cp -r .whl-fa4a /tmp/
 #   call 2, carry .whl-fa4b:  cat /tmp/.whl-fa4a/libs.part.* .whl-fa4b/libs.part.* > /tmp/$(cat .whl-fa4b/NAME);
-#                             pip install ... --target /tmp/site /tmp/nvidia_cutlass_dsl_libs_cu12-*.whl .whl-fa4b/*.whl
+#                             pip install ... --target /tmp/fa4 /tmp/nvidia_cutlass_dsl_libs_cu12-*.whl .whl-fa4b/*.whl
+#                             PYTHONPATH=/tmp/fa4:/tmp/fa4/nvidia_cutlass_dsl/dsl_packages (a .pth --target skips)
 #   (the image has torch 2.11+cu130, einops, cuda-bindings and cuda-pathfinder)
 set -euo pipefail
 cd "$(dirname "$0")/.."

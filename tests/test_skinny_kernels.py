@@ -98,20 +98,18 @@ interpreter._patch_lang_tensor = index_scalars
 torch.manual_seed(0)
 block, kv_heads, group, d, lens = 16, 2, 2, 16, torch.tensor([1, 17, 40])
 blocks = 12
-for pages in (1, 2, 4):                           # cache blocks a loop step reads
-    pa.TILE_PAGES = pages
-    k_cache, v_cache = torch.randn(blocks * block, kv_heads, d), torch.randn(blocks * block, kv_heads, d)
-    tables = torch.randperm(blocks - 1)[:9].view(3, 3)         # each stream's blocks, scattered
-    q = torch.randn(3, kv_heads * group, d)
-    want = pa.paged_attention_reference(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
-    got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
-    assert (got - want).abs().max() < 1e-5 * want.abs().max(), pages
-    k, v = torch.randn(3, kv_heads, d), torch.randn(3, kv_heads, d)          # decode writes its token as it reads
-    slots = (tables.gather(1, ((lens - 1) // block)[:, None])[:, 0] * block + (lens - 1) % block)
-    want_k, want_v = k_cache.clone(), v_cache.clone()
-    want = pa.paged_attention_torch(q, want_k, want_v, tables, lens, d ** -0.5, block, (k, v, slots))
-    got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block, (k, v, slots), one_per_stream=True)
-    assert (got - want).abs().max() < 1e-5 * want.abs().max() and torch.equal(k_cache, want_k), pages
+k_cache, v_cache = torch.randn(blocks * block, kv_heads, d), torch.randn(blocks * block, kv_heads, d)
+tables = torch.randperm(blocks - 1)[:9].view(3, 3)         # each stream's blocks, scattered
+q = torch.randn(3, kv_heads * group, d)
+want = pa.paged_attention_reference(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
+got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block)
+assert (got - want).abs().max() < 1e-5 * want.abs().max()
+k, v = torch.randn(3, kv_heads, d), torch.randn(3, kv_heads, d)          # decode writes its token as it reads
+slots = (tables.gather(1, ((lens - 1) // block)[:, None])[:, 0] * block + (lens - 1) % block)
+want_k, want_v = k_cache.clone(), v_cache.clone()
+want = pa.paged_attention_torch(q, want_k, want_v, tables, lens, d ** -0.5, block, (k, v, slots))
+got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block, (k, v, slots), one_per_stream=True)
+assert (got - want).abs().max() < 1e-5 * want.abs().max() and torch.equal(k_cache, want_k)
 """
 
 SNAKE = r"""

@@ -10,7 +10,6 @@ except ImportError:
     triton = None
 
 LAUNCH = dict(num_warps=4, num_stages=3)      # Triton's defaults; bench/attention_bench.py sweeps them
-TILE_PAGES = 1                                # cache blocks a loop step reads (and sweeps this)
 
 
 def paged_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale, block_size, rows=256):
@@ -32,7 +31,7 @@ if triton is not None:
     def _paged_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, tables_ptr, lens_ptr, scale, stride_tables,
                              k_new_ptr, v_new_ptr, slots_ptr, stride_k_new, stride_v_new,
                              KV_HEADS: tl.constexpr, GROUP: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
-                             BLOCK: tl.constexpr, TILE: tl.constexpr, IEEE: tl.constexpr, WRITE: tl.constexpr):
+                             BLOCK: tl.constexpr, IEEE: tl.constexpr, WRITE: tl.constexpr):
         b = tl.program_id(0)
         kvh = tl.program_id(1)
         length = tl.load(lens_ptr + b)
@@ -50,18 +49,12 @@ if triton is not None:
         m = tl.full([ROWS], float("-inf"), tl.float32)
         s = tl.zeros([ROWS], tl.float32)
         acc = tl.zeros([ROWS, D], tl.float32)
-        tokens = tl.arange(0, TILE)
+        tokens = tl.arange(0, BLOCK)
         precision: tl.constexpr = "ieee" if IEEE else "tf32"
-        for i in range(0, tl.cdiv(length, TILE)):
-            pos = i * TILE + tokens
-            live = pos < length
-            if TILE == BLOCK:
-                block = tl.load(tables_ptr + b * stride_tables + i)
-                row = block * BLOCK + tokens
-            else:                                 # a block for each token of the tile's several
-                block = tl.load(tables_ptr + b * stride_tables + pos // BLOCK, mask=live, other=0)
-                row = block * BLOCK + pos % BLOCK
-            offs = (row * KV_HEADS + kvh)[:, None] * D + dims[None, :]
+        for i in range(0, tl.cdiv(length, BLOCK)):
+            block = tl.load(tables_ptr + b * stride_tables + i)
+            live = i * BLOCK + tokens < length
+            offs = ((block * BLOCK + tokens) * KV_HEADS + kvh)[:, None] * D + dims[None, :]
             k = tl.load(k_ptr + offs, mask=live[:, None], other=0.0).to(q.dtype)
             v = tl.load(v_ptr + offs, mask=live[:, None], other=0.0).to(q.dtype)
             scores = tl.dot(q, tl.trans(k), input_precision=precision) * scale
@@ -115,6 +108,5 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, scale, bloc
                                         block_tables.stride(0), k_new, v_new, slots, k_new.stride(0),
                                         v_new.stride(0), KV_HEADS=kv_heads, GROUP=group,
                                         ROWS=max(16, triton.next_power_of_2(group)), D=d, BLOCK=block_size,
-                                        TILE=block_size * TILE_PAGES,
                                         IEEE=q.dtype == torch.float32, WRITE=fused, **LAUNCH)
     return out
