@@ -299,6 +299,8 @@ def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_leas
         sched.add(f, 40.0, now=1.2)              # held 1.1 s, one expired, one joined in the last second: 3 s for 3
     with pytest.raises(EngineInputError, match="room expected in inf ms"):
         sched.add(seq(9), 40.0, now=1.6)         # none joined in the last second
+    with pytest.raises(EngineInputError, match="room expected in inf ms"):
+        sched.add(seq(10), 40.0, now=2.5)        # the expiry is 1.75 s old, but the pace refused since: overload holds
     for s in list(sched.running):
         sched.finish(s, "eos")
     sched.add(f, 40.0, now=1.6)                  # room now is room, however slow the queue was

@@ -21,7 +21,7 @@ class AdmissionQueue:
         self._ends: tuple[int, list] = (-1, [])
         self.held_since: float | None = None          # the queue has held contexts from then on
         self.joined: deque = deque()                  # when contexts joined from the queue, the last PACE_S
-        self.expired_at = -math.inf                   # when a context last waited out the bound
+        self.expired_at = -math.inf                   # when one last waited out the bound, or the pace refused one
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -45,8 +45,11 @@ class AdmissionQueue:
             raise admission.busy(why)
         tokens = sum(admission.reserve_tokens(seq))
         wait = max(self._room_s(sched, tokens, step_ms), self._step_wait_s(sched, seq, step_ms))
-        wait = max(wait, self._pace_s(now)) if wait else 0.0     # room now is room, however slow the queue was
+        pace = self._pace_s(now)
+        wait = max(wait, pace) if wait else 0.0                  # room now is room, however slow the queue was
         if wait > self.max_wait_s:
+            if wait == pace:
+                self.expired_at = now          # the pace holds while it refuses: lapsed, the next wave would expire
             raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
                                  f"queue waits {_ms(self.max_wait_s)} at most)")
         if not self.entries:
@@ -92,10 +95,11 @@ class AdmissionQueue:
         return failed
 
     def _pace_s(self, now: float) -> float:
-        """Where the queue has held contexts for PACE_S and one of them waited out the bound meanwhile, those ahead
-        and this one take as long as the last PACE_S took to admit as many: the projections below miss what the
-        engine cannot foresee (streams ending late, the moving average's swings), and under overload every context
-        they queue would wait its bound and then fail. A burst that drains in time keeps the projections alone."""
+        """Where the queue has held contexts for PACE_S and one of them waited out the bound meanwhile (or the pace
+        refused one), those ahead and this one take as long as the last PACE_S took to admit as many: the projections
+        below miss what the engine cannot foresee (streams ending late, the moving average's swings), and under
+        overload every context they queue would wait its bound and then fail. A burst that drains in time keeps the
+        projections alone."""
         while self.joined and self.joined[0] < now - PACE_S:
             self.joined.popleft()
         if self.held_since is None or now - self.held_since < PACE_S or now - self.expired_at > PACE_S:
