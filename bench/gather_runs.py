@@ -1,5 +1,5 @@
-"""One JSON of a `bench/gpu_gateway.sh` directory: every runK's load_bench.json and /metrics, and serve's start-up
-lines (a device call returns few files).
+"""One JSON of a `bench/gpu_gateway.sh` directory: every runK's load_bench.json, /metrics and gauges each second
+(series: name -> [[s, value], ...]), and serve's start-up lines (a device call returns few files).
 
 python3 bench/gather_runs.py DIR OUT.json [--ready-s S]"""
 import argparse
@@ -19,11 +19,14 @@ def main() -> None:
                     if "start-up:" in line or "loaded in" in line or "listening on" in line], runs={})
     for run in sorted(args.dir.glob("run*"), key=lambda p: int(p.name[3:])):
         results = run / "load_bench.json"
-        metrics = run / "metrics.txt"
+        metrics, series = run / "metrics.txt", {}
+        for line in (run / "series.txt").read_text().splitlines() if (run / "series.txt").exists() else []:
+            t, name, value = line.split()
+            series.setdefault(name, []).append([int(t), float(value)])
         gathered["runs"][run.name] = dict(
             load_bench=json.loads(results.read_text()) if results.exists() else None,
             metrics=[line for line in metrics.read_text().splitlines() if line and not line.startswith("#")]
-            if metrics.exists() else None)
+            if metrics.exists() else None, series=series)
     args.out.write_text(json.dumps(gathered, indent=1))
 
 
