@@ -21,8 +21,8 @@ def main() -> None:
         results = run / "load_bench.json"
         metrics, series = run / "metrics.txt", {}
         for line in (run / "series.txt").read_text().splitlines() if (run / "series.txt").exists() else []:
-            t, name, value = line.split()
-            series.setdefault(name, []).append([int(t), float(value)])
+            if len(fields := line.split()) == 3:        # a scrape cut short writes less
+                series.setdefault(fields[1], []).append([int(fields[0]), float(fields[2])])
         gathered["runs"][run.name] = dict(
             load_bench=json.loads(results.read_text()) if results.exists() else None,
             metrics=[line for line in metrics.read_text().splitlines() if line and not line.startswith("#")]

@@ -34,8 +34,8 @@ for load in "$@"; do
     bench=$!
     mkdir -p "$out/run$run"
     while sleep 1; do          # the engine's gauges each second: what a level's averages hide
-        curl -sf localhost:8000/metrics | awk -v t=$SECONDS -v keep="$GAUGES" '$1 ~ keep {print t, $1, $2}'
-    done >> "$out/run$run/series.txt" &
+        curl -sf localhost:8000/metrics | awk -v t=$SECONDS -v keep="$GAUGES" 'NF == 2 && $1 ~ keep {print t, $1, $2}'
+    done > "$out/run$run/series.txt" &
     sampler=$!
     if [ "$run" = "${PROFILE_RUN:-0}" ] && command -v py-spy > /dev/null; then
         sleep "${PROFILE_AFTER:-25}"

@@ -301,9 +301,15 @@ def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_leas
         sched.add(seq(9), 40.0, now=1.6)         # none joined in the last second
     with pytest.raises(EngineInputError, match="room expected in inf ms"):
         sched.add(seq(10), 40.0, now=2.5)        # the expiry is 1.75 s old, but the pace refused since: overload holds
+    for late, _ in sched.admit_queued(40.0, now=2.6):           # the queue empties: the rest waited out the bound
+        sched.finish(late, "error")
+    assert not sched.queue
+    sched.add(seq(11), 40.0, now=2.7)            # the projections alone queue it
+    with pytest.raises(EngineInputError, match="room expected in inf ms"):
+        sched.add(seq(12), 40.0, now=2.8)        # but a queue refilled under overload goes on at its pace
     for s in list(sched.running):
         sched.finish(s, "eos")
-    sched.add(f, 40.0, now=1.6)                  # room now is room, however slow the queue was
+    sched.add(f, 40.0, now=2.9)                  # room now is room, however slow the queue was
     assert sched.queue.seqs()[-1] is f
     sched, f = queue_at_1_1_s(expire=False)
     sched.add(f, 40.0, now=1.2)                  # none expired: a queue that drains in time keeps the projections

@@ -109,7 +109,8 @@ slots = (tables.gather(1, ((lens - 1) // block)[:, None])[:, 0] * block + (lens 
 want_k, want_v = k_cache.clone(), v_cache.clone()
 want = pa.paged_attention_torch(q, want_k, want_v, tables, lens, d ** -0.5, block, (k, v, slots))
 got = pa.paged_attention(q, k_cache, v_cache, tables, lens, d ** -0.5, block, (k, v, slots), one_per_stream=True)
-assert (got - want).abs().max() < 1e-5 * want.abs().max() and torch.equal(k_cache, want_k)
+assert (got - want).abs().max() < 1e-5 * want.abs().max()
+assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
 """
 
 SNAKE = r"""

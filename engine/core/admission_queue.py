@@ -48,12 +48,12 @@ class AdmissionQueue:
         pace = self._pace_s(now)
         wait = max(wait, pace) if wait else 0.0                  # room now is room, however slow the queue was
         if wait > self.max_wait_s:
-            if wait == pace:
+            if pace > self.max_wait_s:
                 self.expired_at = now          # the pace holds while it refuses: lapsed, the next wave would expire
             raise admission.busy(f"{why or f'{len(self)} requests wait ahead'}, room expected in {_ms(wait)} (the "
                                  f"queue waits {_ms(self.max_wait_s)} at most)")
-        if not self.entries:
-            self.held_since = now
+        if not self.entries:             # a queue refilled under overload goes on at its pace
+            self.held_since = now - PACE_S if now - self.expired_at <= PACE_S else now
         self.entries[seq] = (now, tokens)
         self.tokens += tokens
         self.queued += 1
