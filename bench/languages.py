@@ -15,6 +15,11 @@ SLOTS = dict(
     jikan=["9時30分", "10:15", "午後3時", "明日の朝", "金曜日の夜", "2024年5月1日", "12:45"],
     apuri=["LINE", "Zoom", "Googleマップ", "Amazon", "楽天", "Slack", "YouTube"],
     kazu=["3", "12", "25", "99", "1,200", "3.5"],
+    who=["Anna", "David", "Mr. Lee", "Dr. Patel", "Emily", "Carlos", "Sarah"], place=["New York", "Chicago", "London",
+    "Austin", "the downtown office", "Seattle"], thing=["MacBook Pro", "iPhone 15", "Wi-Fi router", "USB-C charger",
+    "AirPods", "Model Y", "coffee maker"], tool=["the app", "Zoom", "Google Maps", "Slack", "your dashboard", "Outlook"],
+    count=["3", "12", "25", "99", "1,200", "3.5"], when=["9:30 am", "10 o'clock", "3 pm", "tomorrow morning",
+    "Friday evening", "May 1st, 2024", "12:45"],
 )
 TEMPLATES = {
     "zh": [
@@ -49,9 +54,28 @@ TEMPLATES = {
     "ko": ["안녕하세요, 주문하신 상품은 오늘 발송되었습니다. 내일 오후 3시쯤 도착할 예정입니다.",
            "죄송합니다만, 해당 제품은 현재 품절이라 약 12일 정도 기다리셔야 합니다.",
            "서울의 내일 날씨는 맑고 최고 기온은 25도입니다. 외출하기 좋은 날씨네요!"],
-    "en": ["Hello! Your order of the MacBook Pro shipped today and should arrive by Friday at 3 pm.",
-           "I'm sorry, that item is out of stock right now; it should be back in about 12 days.",
-           "Tomorrow in New York it will be sunny with a high of 25 degrees, a nice day for a walk."],
+    "en": [
+        "Hello, {who}! Your order of the {thing} shipped today and should arrive by {when}.",
+        "Sure, let me check tomorrow's weather in {place} for you.", "Would you like the {thing} sent to {place}?",
+        "Hi {who}, your balance is ${count}, so please top up soon.", "I'm sorry, the {thing} is out of stock; it "
+        "should be back in about {count} days.", "No problem, I've booked the meeting for {when} at {place}.",
+        "You can open {tool} and look under \"My orders\" to track the delivery.", "We have {count} stores in "
+        "{place}, open from 9 am to 10 pm every day.", "This {thing} costs ${count}.99, and if you order now you "
+        "get 20% off!", "{who} said they'd reach {place} by {when}; should I remind you?", "Your verification code "
+        "is {count}: enter it within 5 minutes and don't share it with anyone.", "If anything goes wrong, reach our "
+        "support team through {tool} and we'll get back to you quickly.", "Today's high in {place} is {count} "
+        "degrees, with clean air, so it's a nice day for a walk", "I understand your concern, but the {thing} "
+        "comes with a {count}-month warranty, so there's no rush", "First, open {tool}; second, tap \"Settings\" "
+        "in the top right; third, choose \"Security\".", "AI is changing how we live: {tool}, for example, can "
+        "sort out your calendar for you", "One moment, I'm checking trains from {place} to Boston; the {when} one "
+        "still has {count} seats", "Last month you made {count} purchases totalling $3,580, 12% less than the "
+        "month before", "Okay, I've added the {thing} to your cart. Anything else", "Welcome back, {who}! "
+        "You've logged in {count} days in a row, keep it up", "Our hotline is 1-800-555-{count}00, and someone's "
+        "on call after {when} on weekdays too", "This one's a bit tricky, so I'd suggest restarting the {thing} "
+        "first and then trying again", "To keep your account safe, turn on two-factor authentication (2FA) and "
+        "change your password regularly", "Your hotel is right in the center of {place}, just {count}00 meters "
+        "from the subway",
+    ],
     "de": ["Hallo! Ihre Bestellung wurde heute verschickt und kommt voraussichtlich am Freitag um 15 Uhr an.",
            "Es tut mir leid, dieser Artikel ist gerade nicht vorrätig; er sollte in etwa 12 Tagen wieder da sein.",
            "Morgen wird es in München sonnig bei höchstens 25 Grad, ideal für einen Spaziergang."],
