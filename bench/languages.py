@@ -15,6 +15,8 @@ SLOTS = dict(
     jikan=["9時30分", "10:15", "午後3時", "明日の朝", "金曜日の夜", "2024年5月1日", "12:45"],
     apuri=["LINE", "Zoom", "Googleマップ", "Amazon", "楽天", "Slack", "YouTube"],
     kazu=["3", "12", "25", "99", "1,200", "3.5"],
+)
+EN_SLOTS = dict(       # apart, so that Chinese and Japanese draw the sentences they drew before English had slots
     who=["Anna", "David", "Mr. Lee", "Dr. Patel", "Emily", "Carlos", "Sarah"], place=["New York", "Chicago", "London",
     "Austin", "the downtown office", "Seattle"], thing=["MacBook Pro", "iPhone 15", "Wi-Fi router", "USB-C charger",
     "AirPods", "Model Y", "coffee maker"], tool=["the app", "Zoom", "Google Maps", "Slack", "your dashboard", "Outlook"],
@@ -104,7 +106,7 @@ def sentences(lang: str, n: int, seed: int = 0) -> list[str]:
     rng, seen = random.Random(seed), {}
     for _ in range(50 * n):
         template = rng.choice(TEMPLATES[lang])
-        text = template.format(**{k: rng.choice(v) for k, v in SLOTS.items()})
+        text = template.format(**{k: rng.choice(v) for k, v in (EN_SLOTS if lang == "en" else SLOTS).items()})
         seen.setdefault(text, None)
         if len(seen) == n:
             break
