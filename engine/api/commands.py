@@ -33,5 +33,3 @@ class Batch:
     """Commands applied in order, the text they bring settled once after them."""
     commands: list
 
-
-REQUEST_COMMANDS = (AddRequest, AppendText, CloseText, CancelRequest)
