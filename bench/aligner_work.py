@@ -6,7 +6,8 @@ costs of one 64 x 4 s forward measured on it (3a1e426: GEMMs and attention ~16 m
 rest ~10 ms). A batch takes its estimated device time / `share` (the device share the aligner gets at that load),
 at least TURNS turns between the engine's steps (a step a frame, at `rtf`).
 
-python3 bench/aligner_work.py [--texts en4x15 en3x20 zh] [--levels 256 512 1024] [--json out.json]"""
+python3 bench/aligner_work.py [--texts en4x15 en3x20 zh] [--levels 256 512 1024] [--json out.json]
+    [--concurrent EFF] [--guard S] [--opening-audio S] [--rtf R ...]    (what-ifs of the flow)"""
 import argparse
 import functools
 import json
@@ -19,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aligner import stream  # noqa: E402
 from aligner.align import input_ids  # noqa: E402
 from aligner.device_costs import TURNS  # noqa: E402
 from aligner.audio_encoder import CHUNK, SLOTS, TOKENS, audio_tokens  # noqa: E402
@@ -82,9 +84,9 @@ def device_ms(c: Counter) -> float:
 
 
 def level(texts: str, concurrency: int, duration: float, rtf: float, share: float, seed: int = 0,
-          stream_options: dict | None = None, swing: float = 0.0) -> dict:
+          stream_options: dict | None = None, swing: float = 0.0, turns: float = TURNS) -> dict:
     work = Work()
-    forward_s = lambda items: max(TURNS * 0.08 * rtf, device_ms(work.batch(items)) / 1000 / share)
+    forward_s = lambda items: max(turns * 0.08 * rtf, device_ms(work.batch(items)) / 1000 / share)
     flow = Flow(PACES[texts], concurrency, duration, forward_s, rtf=rtf, seed=seed, stream_options=stream_options,
                 swing=swing).run()
     c, audio_s = work.counts, sum(ctx.frames for ctx in flow.contexts) * 1920 / RATE
@@ -126,12 +128,23 @@ def main():
     p.add_argument("--levels", type=int, nargs="+", default=[c for c, _, _ in LEVELS], help="contexts: 256 512 1024")
     p.add_argument("--duration", type=float, default=20.0, help="contexts start in this window (s)")
     p.add_argument("--swing", type=float, default=0.0, help="the speaker's pace goes up and down by this share")
+    p.add_argument("--concurrent", type=float, metavar="EFF", help="the aligner beside the steps on its own stream, "
+                   "not in turns: it gets EFF of the device the step leaves idle, (1 - rtf) x EFF, and waits no turn")
+    p.add_argument("--guard", type=float, default=stream.GUARD, help="aligner/stream.py's GUARD (s)")
+    p.add_argument("--opening-audio", type=float, default=0.5, help="WordStream's opening_audio (s)")
+    p.add_argument("--rtf", type=float, nargs="+", help="each level's RTF (default: the H100's, LEVELS)")
     p.add_argument("--json")
     args = p.parse_args()
-    rows = []
+    stream.GUARD, rows = args.guard, []
+    levels = [x for x in LEVELS if x[0] in args.levels]
+    rtfs = args.rtf or [rtf for _, rtf, _ in levels]
     for texts in args.texts:
-        for c, rtf, share in (x for x in LEVELS if x[0] in args.levels):
-            rows.append(level(texts, c, args.duration, rtf, share, swing=args.swing))
+        for (c, _, share), rtf in zip(levels, rtfs):
+            if args.concurrent is not None:
+                share = (1 - rtf) * args.concurrent
+            rows.append(level(texts, c, args.duration, rtf, share, swing=args.swing,
+                              stream_options=dict(opening_audio=args.opening_audio),
+                              turns=TURNS if args.concurrent is None else 0.05))
             print(line(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(unit_costs_ms=unit_costs(), levels=rows), indent=1))
