@@ -34,6 +34,7 @@ from bench.workload import WORDS  # noqa: E402
 from engine.models.qwen3_tts.text_tokenizer import TextTokenizer  # noqa: E402
 
 H100_MS = dict(gemm=16.0, conv=10.0, rest=10.0)     # one 64 x 4 s forward's kernels (3a1e426)
+CONCURRENT_TURNS = 0.05    # beside the steps a batch waits no turn, only its launch (~4 ms at RTF 0.5)
 LEVELS = [(256, 0.42, 0.5), (512, 0.55, 0.35), (1024, 0.73, 0.2)]   # contexts, RTF p50 and the aligner's share (H100)
 
 
@@ -131,7 +132,7 @@ def main():
     p.add_argument("--concurrent", type=float, metavar="EFF", help="the aligner beside the steps on its own stream, "
                    "not in turns: it gets EFF of the device the step leaves idle, (1 - rtf) x EFF, and waits no turn")
     p.add_argument("--guard", type=float, default=stream.GUARD, help="aligner/stream.py's GUARD (s)")
-    p.add_argument("--opening-audio", type=float, default=0.5, help="WordStream's opening_audio (s)")
+    p.add_argument("--opening-audio", type=float, help="WordStream's opening_audio (s; default: its own)")
     p.add_argument("--rtf", type=float, nargs="+", help="each level's RTF (default: the H100's, LEVELS)")
     p.add_argument("--json")
     args = p.parse_args()
@@ -143,8 +144,9 @@ def main():
             if args.concurrent is not None:
                 share = (1 - rtf) * args.concurrent
             rows.append(level(texts, c, args.duration, rtf, share, swing=args.swing,
-                              stream_options=dict(opening_audio=args.opening_audio),
-                              turns=TURNS if args.concurrent is None else 0.05))
+                              stream_options={} if args.opening_audio is None else
+                              dict(opening_audio=args.opening_audio),
+                              turns=TURNS if args.concurrent is None else CONCURRENT_TURNS))
             print(line(rows[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(unit_costs_ms=unit_costs(), levels=rows), indent=1))
