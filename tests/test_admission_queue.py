@@ -314,3 +314,31 @@ def test_a_queue_held_for_a_second_that_let_one_wait_out_its_bound_waits_at_leas
     sched, f = queue_at_1_1_s(expire=False)
     sched.add(f, 40.0, now=1.2)                  # none expired: a queue that drains in time keeps the projections
     assert sched.queue.seqs()[-1] is f
+
+
+@pytest.mark.parametrize("full", ["slots", "step_line"])
+def test_streams_past_their_projected_end_are_no_room_now_so_the_pace_refuses_under_overload(full, few_streams):
+    sched = scheduler(max_active=2) if full == "slots" else \
+        scheduler(max_active=8, max_step_ms=64.0, cost=four_streams_within_64_ms())     # the line keeps 4 in 64 ms
+    x = seq(9, max_frames=None)                  # the model ended a 10-id text after 20 frames: 2 frames an id
+    sched.add(x, 40.0, now=0.0)
+    start(sched, x)
+    x.text.feed, x.frames = list(range(10)), 20
+    sched.finish(x, "eos")
+    running = [seq(i, max_frames=None) for i in range(2 if full == "slots" else 4)]
+    for s in running:
+        sched.add(s, 40.0, now=0.0)
+    start(sched, *running)
+    sched.steps, sched.started = 50, 0
+    for s in running:                            # 10 ids each: 20 frames expected, 30 made and still going
+        s.text.feed, s.frames = list(range(10)), 30
+    c = seq(2)
+    sched.add(c, 40.0, now=0.0)                  # overdue streams: the projections alone queue it
+    [(late, _)] = sched.admit_queued(40.0, now=0.6)
+    assert late is c
+    sched.finish(c, "error")
+    d = seq(3)
+    sched.add(d, 40.0, now=0.7)                  # the queue refilled within a second of the expiry goes on at its pace
+    with pytest.raises(EngineInputError, match="room expected in inf ms"):
+        sched.add(seq(4), 40.0, now=0.8)         # none joined in the last second: busy at once, not a 500 ms wait
+    assert sched.queue.seqs() == [d]

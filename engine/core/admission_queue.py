@@ -116,7 +116,7 @@ class AdmissionQueue:
         for frames, freed in self._ending(sched):
             slots, kv = slots + 1, kv + freed
             if slots >= 0 and kv >= 0:
-                return frames * step_ms / 1000
+                return max(frames, 1) * step_ms / 1000       # one overdue ends a step away at the soonest
         return math.inf
 
     def _step_wait_s(self, sched, seq, step_ms: float) -> float:
@@ -136,8 +136,8 @@ class AdmissionQueue:
             return math.ceil((len(sched.waiting) + len(self) + 1) / per_step) * step_ms / 1000
         if step_ms > bound:
             k = max(k, len(sched.running) - math.floor(len(sched.running) * bound / step_ms))   # ~ proportional
-        ends = self._ending(sched)
-        return ends[k - 1][0] * step_ms / 1000 if 0 < k <= len(ends) else math.inf
+        ends = self._ending(sched)      # overdue (0 frames left as projected) is no room now: the pace then holds
+        return max(ends[k - 1][0], 1) * step_ms / 1000 if 0 < k <= len(ends) else math.inf
 
     def _ending(self, sched) -> list[tuple[int, int]]:
         """(frames left, KV tokens freed) of the admitted streams whose end is known, soonest first; once a step."""
