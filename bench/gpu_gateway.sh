@@ -26,7 +26,7 @@ else
     echo "serve ready after ${SECONDS}s"
 fi
 GAUGES='^tts_(engine_(active|step_ms|listener_dry_chunks|step_capacity_streams)|admission_queue_length|'\
-'refused_requests)$'
+'refused_requests|aligner_(used|capacity|queued_jobs))$'
 run=0
 for load in "$@"; do
     run=$((run + 1))
