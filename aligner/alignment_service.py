@@ -208,6 +208,4 @@ class AlignmentService:
         for seconds, _, _ in measured:
             self.stats["device_seconds"] += seconds
             self.admission.used(seconds)
-        if not measured and self.side_work is not None and self.side_work.plan is not None:    # beside the steps
-            self.admission.used(audio_s * self.cost_per_audio_s())          # its audio at the learnt cost
         self.costs.learn(measured, audio_s, len(measured) == len(taken))

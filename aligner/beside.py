@@ -1,6 +1,6 @@
 """The aligner's forwards beside the engine's steps: launched at once on the aligner's own lowest-priority stream (the
-steps' is the highest), so an utterance's opening words wait for no turn between steps. A new context gets words while
-the aligner's recent audio, at its alone cost, stays within the share of the frame the steps leave."""
+steps' is the highest), so an utterance's opening words wait for no turn between steps. Each forward is timed, and a
+new context gets words while the aligner's recent device time stays within the share of the frame the steps leave."""
 from contextlib import contextmanager
 
 from engine.core.side_work import Turn
@@ -24,7 +24,8 @@ class Beside:
 
     @staticmethod
     def _end(turn: Turn, done, started) -> None:
-        turn.ended = True           # untimed: beside a step, a forward's span is not its cost (the service prices it)
+        if not turn.ended:
+            turn.done, turn.started, turn.ended = done, started, True
 
 
 class IdleShare:

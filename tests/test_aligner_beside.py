@@ -38,13 +38,3 @@ def test_words_are_admitted_on_the_share_of_the_frame_the_steps_leave():
     assert service.admit().result() is None
     step_ms[0] = 80.0                                   # the steps fill the frame
     assert "no time left" in service.admit().result()
-
-
-def test_a_forward_beside_the_steps_counts_its_audio_at_the_alone_cost_not_its_span():
-    service = AlignmentService(Sliced(), side_work=Beside(lambda: 20.0, 0.08), gather=0).start()
-    try:
-        service.submit(np.zeros(48000, np.float32), ["one", "two"]).result(timeout=10)
-    finally:
-        service.close()
-    assert service.stats["device_seconds"] == 0
-    assert abs(service.admission.recent_use() - 2.0 * service.cost_per_audio_s() / 2.0) < 1e-9   # over the 2 s window

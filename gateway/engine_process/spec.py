@@ -92,5 +92,5 @@ def warm_up(engine, aligner=None):
     aligner.align_units([(np.zeros(rate, np.float32), ["warming", "up"])], rate)
     # on a GPU beside the steps, so that an utterance's first words wait for no turn; on a CPU in the engine's turns
     frame_s = engine.info["samples_per_frame"] / rate
-    turns = Beside(lambda: engine.step_ms, frame_s) if engine.info["device"] == "cuda" else engine.side_work
+    turns = Beside(lambda: engine.step_ms, frame_s) if aligner.device.type == "cuda" else engine.side_work
     return AlignmentService(aligner, side_work=turns, rate=rate).start()
