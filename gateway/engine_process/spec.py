@@ -77,7 +77,6 @@ class EngineSpec:
 
 def warm_up(engine, aligner=None):
     from aligner import AlignmentService
-    from aligner.beside import Beside
     from engine import SamplingParams, SynthesisRequest, VoiceRef
 
     request = SynthesisRequest(text="Warming up.", max_frames=4, sampling=SamplingParams(seed=0))
@@ -90,7 +89,4 @@ def warm_up(engine, aligner=None):
     if aligner is None:
         return None
     aligner.align_units([(np.zeros(rate, np.float32), ["warming", "up"])], rate)
-    # on a GPU beside the steps, so that an utterance's first words wait for no turn; on a CPU in the engine's turns
-    frame_s = engine.info["samples_per_frame"] / rate
-    turns = Beside(lambda: engine.step_ms, frame_s) if aligner.device.type == "cuda" else engine.side_work
-    return AlignmentService(aligner, side_work=turns, rate=rate).start()
+    return AlignmentService(aligner, side_work=engine.side_work, rate=rate).start()
