@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams  # noqa: E402
 from engine.core.graphs import decode_buckets_up_to  # noqa: E402
-from engine.kernels.registry import CODEC_CONVS, KV_CACHES, KernelSettings, codec_conv_ops, ops  # noqa: E402
+from engine.kernels.registry import CODEC_CONVS, KV_CACHES, WEIGHTS, KernelSettings, codec_conv_ops, ops  # noqa: E402
 from bench.conv_shapes import decode_conv_shapes  # noqa: E402
 from bench.roofline import PEAK_TBPS, PEAK_TFLOPS  # noqa: E402
 from bench.roofline_report import print_report, report  # noqa: E402
@@ -146,6 +146,8 @@ def main(argv=None) -> dict:
     p.add_argument("--codec-conv", nargs="+", choices=CODEC_CONVS, default=[KernelSettings.codec_conv],
                    help="the codec decoder's convolutions; several: its graphs captured and timed with each in turn")
     p.add_argument("--kv-cache", choices=tuple(KV_CACHES), default="auto", help="the talker's KV cache dtype")
+    p.add_argument("--weights", choices=WEIGHTS, default="auto", help="the decoder layers' projections (fp8: serve's "
+                   "--weights-dtype fp8)")
     p.add_argument("--max-active", type=int, default=1024, help="serve's, for the start-up count of conv searches")
     p.add_argument("--reps", type=int, default=20, help="timed calls per stage and batch; their median is kept")
     p.add_argument("--json", help="write the per-stage roofline of every batch here")
@@ -155,7 +157,7 @@ def main(argv=None) -> dict:
                    help=f"its memory bandwidth, TB/s (default: H100 SXM's HBM3, {PEAK_TBPS:g})")
     args = p.parse_args(argv)
     settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search, codec_conv=args.codec_conv[0],
-                              kv_cache=args.kv_cache)
+                              kv_cache=args.kv_cache, weights=args.weights)
     engine = Engine.load(dummy=args.dummy, max_active=max(args.batches),
                          kv_tokens_per_stream=-(-args.context // 64) * 64, kernels=settings, use_graphs=False)
     r, cuda = engine.runner, engine.model.device.type == "cuda"
@@ -188,7 +190,7 @@ def main(argv=None) -> dict:
     for conv, result in results.items():
         print(f"\ncodec convolutions: {conv}", end="")
         print_report(result)
-        result.update(codec_conv=conv, kv_cache=args.kv_cache, decode_capture_s=decodes[conv]["capture_s"],
+        result.update(codec_conv=conv, kv_cache=args.kv_cache, weights=args.weights, decode_capture_s=decodes[conv]["capture_s"],
                       cudnn_conv_shapes=decodes[conv]["cudnn_conv_shapes"])
     result = results[args.codec_conv[0]]
     if len(results) > 1:

@@ -45,6 +45,8 @@ class Engine:
         cuda = model.device.type == "cuda"
         block_size = block_size or (64 if cuda else 16)
         chosen = select(model.device, kernels)
+        if chosen.fp8_weights is not None:
+            chosen.fp8_weights.adopt(model.projection_weights)
         log.info("kernels: %s", chosen.describe())
         by_memory = kv_tokens_per_stream is None
         kv_blocks = None if by_memory else max_active * kv_tokens_per_stream // block_size

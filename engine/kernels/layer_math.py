@@ -1,6 +1,9 @@
-"""The decoder layer's math and SnakeBeta as free functions; weights are arguments so one compile serves all layers."""
+"""The decoder layer's math and SnakeBeta as free functions; weights are arguments so one compile serves all layers
+(a weight may be an fp8 pair: fp8_linear.linear)."""
 import torch
 import torch.nn.functional as F
+
+from engine.kernels.fp8_linear import linear
 
 
 def rms_norm(x, weight, eps: float):
@@ -17,17 +20,18 @@ def rotate(x, cos, sin):
 
 def attention_inputs(x, norm_w, w_qkv, q_size: int, q_norm_w, k_norm_w, cos, sin, eps: float, head_dim: int):
     n = x.shape[0]
-    kv_size = (w_qkv.shape[0] - q_size) // 2
-    q, k, v = F.linear(rms_norm(x, norm_w, eps), w_qkv).split([q_size, kv_size, kv_size], dim=-1)
+    qkv = linear(rms_norm(x, norm_w, eps), w_qkv)
+    kv_size = (qkv.shape[-1] - q_size) // 2
+    q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
     q = rms_norm(q.reshape(n, -1, head_dim), q_norm_w, eps)
     k = rms_norm(k.reshape(n, -1, head_dim), k_norm_w, eps)
     return rotate(q, cos, sin), rotate(k, cos, sin), v.reshape(n, -1, head_dim)
 
 
 def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float):
-    x = x + F.linear(attn, wo)
-    gate, up = F.linear(rms_norm(x, norm_w, eps), w_gate_up).chunk(2, dim=-1)
-    return x + F.linear(F.silu(gate) * up, w_down)
+    x = x + linear(attn, wo)
+    gate, up = linear(rms_norm(x, norm_w, eps), w_gate_up).chunk(2, dim=-1)
+    return x + linear(F.silu(gate) * up, w_down)
 
 
 def snake(x, alpha, beta, bias=None, pad: int = 0):

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import torch
 
-from engine.kernels import (conv, dense_attention, few_row_layer, layer_math, paged_attention, ring_attention,
-                            row_copy, row_sampler, sampling, snake)
+from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, layer_math, paged_attention,
+                            ring_attention, row_copy, row_sampler, sampling, snake)
 
 log = logging.getLogger("qwen_tts_engine")
 
@@ -21,6 +21,7 @@ TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention
              conv=conv.conv_cudnn, trans_conv=conv.trans_conv_cudnn)
 CODEC_CONVS = ("cudnn", "gemm")
 KV_CACHES = {"auto": None, "fp8": torch.float8_e4m3fn}   # None: the model's dtype; fp8 unscaled, as vLLM's default
+WEIGHTS = ("auto", "fp8")
 COMPILED = ("rms_norm", "attention_inputs", "attention_output_and_mlp", "snake", "snake_after", "sample_rows",
             "process_talker_logits")
 
@@ -36,6 +37,7 @@ class KernelSettings:
     conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
     codec_conv: str = "cudnn"  # the codec decoder's convolutions: "cudnn", or "gemm" (cuBLAS matmuls, no search)
     kv_cache: str = "auto"     # the talker's KV cache: "auto" (the model's dtype) or "fp8" (half the bytes a token)
+    weights: str = "auto"      # the decoder layers' projections past the few-row sizes: "auto" or "fp8" (per channel)
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,13 @@ class Kernels:
     choices: dict
     side_decode: bool
     kv_dtype: torch.dtype | None = None
+    fp8_weights: fp8_linear.Fp8Weights | None = None     # the model's projections to adopt, once loaded
 
     def describe(self) -> str:
         return " ".join(f"{op}={how}" for op, how in self.choices.items()) + \
             f" decode={'side stream' if self.side_decode else 'in line'}" + \
-            (f" kv={str(self.kv_dtype).removeprefix('torch.')}" if self.kv_dtype else "")
+            (f" kv={str(self.kv_dtype).removeprefix('torch.')}" if self.kv_dtype else "") + \
+            (f" fp8 weights={len(self.fp8_weights.pairs)}" if self.fp8_weights else "")
 
 
 def by_shape(fits, kernel, otherwise):
@@ -69,12 +73,15 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
         raise ValueError(f"codec_conv must be one of {CODEC_CONVS}, not {settings.codec_conv!r}")
     if settings.kv_cache not in KV_CACHES:
         raise ValueError(f"kv_cache must be one of {tuple(KV_CACHES)}, not {settings.kv_cache!r}")
+    if settings.weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, not {settings.weights!r}")
     chosen, names = dict(TORCH), {op: "torch" for op in TORCH}
     gpu = device.type == "cuda"
-    if gpu and settings.kv_cache == "fp8" and torch.cuda.get_device_capability(device) < (8, 9):
-        raise ValueError(f"an fp8 KV cache needs a GPU of compute capability 8.9 or newer (Ada, Hopper); "
-                         f"{torch.cuda.get_device_name(device)} is {torch.cuda.get_device_capability(device)}: "
-                         "--kv-cache-dtype auto")
+    for choice, flag in ((settings.kv_cache, "--kv-cache-dtype"), (settings.weights, "--weights-dtype")):
+        if gpu and choice == "fp8" and torch.cuda.get_device_capability(device) < (8, 9):
+            raise ValueError(f"{flag} fp8 needs a GPU of compute capability 8.9 or newer (Ada, Hopper); "
+                             f"{torch.cuda.get_device_name(device)} is {torch.cuda.get_device_capability(device)}: "
+                             f"{flag} auto")
     cuda = gpu and few_row_layer.triton is not None
 
     def use(op, fn, name):
@@ -94,6 +101,10 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
         torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
         for op in COMPILED:
             use(op, torch.compile(TORCH[op], dynamic=True), "compiled")
+    fp8 = fp8_linear.Fp8Weights() if settings.weights == "fp8" else None
+    for op in fp8_linear.SLOTS if fp8 else ():       # before the few-row kernels: they keep the bf16 weights
+        use(op, fp8.wrap(op, chosen[op]), f"{names[op]}+fp8")
+    if gpu and settings.compile:
         if cuda:
             use("snake", by_shape(snake.fits_snake, snake.snake, chosen["snake"]), "triton|compiled")
             use("snake_after", by_shape(snake.fits_snake_after, snake.snake_after, chosen["snake_after"]),
@@ -102,7 +113,7 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("sample_rows", by_shape(row_sampler.fits, row_sampler.sample_rows, chosen["sample_rows"]),
                 f"triton(vocab<={row_sampler.MAX_VOCAB})|compiled")
         if cuda and settings.triton and settings.few_rows:
-            rows = f"few_row(<={min(settings.few_rows, few_row_layer.TILE_ROWS)} rows)|compiled"
+            rows = f"few_row(<={min(settings.few_rows, few_row_layer.TILE_ROWS)} rows)|{names['attention_inputs']}"
             use("attention_inputs", by_shape(partial(few_row_layer.fits_attention_inputs, settings.few_rows),
                                              few_row_layer.attention_inputs, chosen["attention_inputs"]), rows)
             use("attention_output_and_mlp", by_shape(partial(few_row_layer.fits_output_and_mlp, settings.few_rows),
@@ -119,4 +130,5 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             if names[op] == "torch":
                 names[op] = search
     ops.__dict__.update(chosen)
-    return Kernels(names, side_decode=gpu and settings.side_decode, kv_dtype=KV_CACHES[settings.kv_cache])
+    return Kernels(names, side_decode=gpu and settings.side_decode, kv_dtype=KV_CACHES[settings.kv_cache],
+                   fp8_weights=fp8)

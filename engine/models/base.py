@@ -69,6 +69,7 @@ class Model(Protocol):
     def make_voice(self, ref): ...
 
     voice_modules: tuple                    # what make_voice runs: paced when it runs beside streams
+    projection_weights: list                # its decoder layers' projections: fp8 under --weights-dtype fp8
 
     def prepare(self, seq, voices) -> None: ...
 

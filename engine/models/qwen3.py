@@ -102,6 +102,10 @@ class DecoderLayer(nn.Module):
         self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
         self.w_gate_up = pack_views(m.gate_proj, m.up_proj)
 
+    def projections(self) -> tuple:
+        """The weights of its projections (what --weights-dtype fp8 quantizes)."""
+        return self.w_qkv, self.self_attn.o_proj.weight, self.w_gate_up, self.mlp.down_proj.weight
+
     def forward(self, x, cos, sin, kv):
         a, m = self.self_attn, self.mlp
         eps = self.input_layernorm.eps

@@ -43,6 +43,10 @@ def add_parser(sub):
     p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto",
                    help="the talker's KV cache: auto (the model's dtype) or fp8 (e4m3, unscaled: half the bytes a "
                         "token, so the attention reads half; its error is bench/gpu_check.py's to bound)")
+    p.add_argument("--weights-dtype", choices=("auto", "fp8"), default="auto",
+                   help="the talker's and code predictor's projections past a few rows: auto (the model's dtype) or "
+                        "fp8 (e4m3 with a scale per channel, activations per row, as vLLM's dynamic fp8; the "
+                        "few-row kernels keep bf16; its error is bench/gpu_check.py's to bound)")
     p.add_argument("--context-timeout", type=float, default=20.0, help="seconds an idle context stays open")
     p.add_argument("--max-message-bytes", type=int, default=65536, help="largest WebSocket text message")
     p.add_argument("--max-utterance-chars", type=int, default=5000, help="text between flushes")
@@ -96,7 +100,7 @@ def run(args, argv: list[str]) -> int:
                       max_queue_ms=args.max_queue_ms, aligner=args.aligner, dummy_aligner=args.dummy_aligner,
                       dummy_aligner_times=args.dummy_aligner_times,
                       voices_dir=args.voices_dir or None, max_voices=args.max_voices,
-                      kv_cache_dtype=args.kv_cache_dtype)
+                      kv_cache_dtype=args.kv_cache_dtype, weights_dtype=args.weights_dtype)
     workers = args.workers or max(1, min(4, (os.cpu_count() or 1) // 4))
     config = share(config, workers)
     gateway = Gateway(config, starts.spawn(spec, args.log_level))

@@ -35,6 +35,7 @@ class EngineSpec:
     voices_dir: str | None = None                 # the voice registry on disk (None: voices kept in memory only)
     max_voices: int = 64                          # registered voices kept, in memory and on disk alike
     kv_cache_dtype: str = "auto"                  # the talker's KV cache: the model's dtype, or fp8
+    weights_dtype: str = "auto"                   # the decoder layers' projections past a few rows: or fp8
 
     def build(self):
         from aligner import Aligner
@@ -44,7 +45,7 @@ class EngineSpec:
 
         device, dtype = default_device_dtype(self.device, self.dtype)
         cuda = device.type == "cuda"
-        kernels = KernelSettings(kv_cache=self.kv_cache_dtype)
+        kernels = KernelSettings(kv_cache=self.kv_cache_dtype, weights=self.weights_dtype)
         t0 = time.perf_counter()
         aligner = None
         if self.aligner or self.dummy_aligner:

@@ -10,6 +10,7 @@ from engine.api.voice_input import resample
 from engine.core.memory import check_weights_fit
 from engine.core.startup import phase
 from engine.models.base import AudioFormat, KVLayout
+from engine.models.qwen3 import DecoderLayer
 from engine.models.qwen3_tts import SAMPLE_RATE, SAMPLES_PER_FRAME
 from engine.models.qwen3_tts.checks import RequestRules, check_request
 from engine.models.qwen3_tts.checkpoint import dummy_configs, resolve_model_dir
@@ -54,6 +55,10 @@ class LoadedModel(TalkerStages, RequestLayout):
         self.builder = PromptBuilder(c, self.tts.talker)
         self.role_ids = self.tokenizer.encode_prompt(self.text_prefix)
         self.request_rules = RequestRules.of(c)
+
+    @property
+    def projection_weights(self) -> list:
+        return [w for layer in self.tts.modules() if isinstance(layer, DecoderLayer) for w in layer.projections()]
 
     def voices(self, voices_dir: str | None, capacity: int) -> VoiceCache:
         store = VoiceStore.for_model(voices_dir, self.name, capacity) if voices_dir else None
