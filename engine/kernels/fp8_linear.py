@@ -1,8 +1,8 @@
 """FP8 weights for the decoder layers' projections at many rows (KernelSettings.weights="fp8"): e4m3 with a scale per
 output channel, each row's activations quantized on the fly with a scale of its own (vLLM's dynamic fp8 scheme), the
-product by torch._scaled_mm into the activations' dtype. Only the model's own projections are swapped (not the
-aligner's, which shares the layer code), and the few-row kernels keep bf16: at a row or two a projection reads its
-weights rather than computes."""
+product by torch._scaled_mm (into bf16, then the activations' dtype). Only the model's own projections are swapped
+(not the aligner's, which shares the layer code), and the few-row kernels keep bf16: at a row or two a projection
+reads its weights rather than computes."""
 import torch
 import torch.nn.functional as F
 
@@ -24,7 +24,8 @@ def linear(x: torch.Tensor, w) -> torch.Tensor:
     w8, w_scale = w
     x_scale = x.float().abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
     x8 = (x.float() / x_scale).to(E4M3)
-    return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=x.dtype)
+    out = torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=torch.bfloat16)
+    return out.to(x.dtype)                  # row-wise scales give bf16 only (CUDA); a no-op for a bf16 model
 
 
 class Fp8Weights:
