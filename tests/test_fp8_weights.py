@@ -26,6 +26,8 @@ def test_a_product_of_random_values_stays_close_and_saturates_nothing():
     full, rounded = x @ w.t(), fp8_linear.linear(x, fp8_linear.quantize(w))
     error = (rounded - full).norm(dim=1) / full.norm(dim=1)
     assert error.max() < 0.08 and error.median() < 0.05 and torch.isfinite(rounded).all()
+    column_major = x.t().contiguous().t()                           # rows need not be contiguous
+    assert torch.equal(fp8_linear.linear(column_major, fp8_linear.quantize(w)), rounded)
 
 
 def test_only_the_adopted_weights_are_swapped_so_the_aligners_layers_keep_theirs():
@@ -72,3 +74,11 @@ def test_serve_passes_the_weights_dtype_and_an_old_gpu_is_told_to_keep_the_model
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
     with pytest.raises(ValueError, match="--weights-dtype fp8 needs .*8.9 or newer.*A100.*--weights-dtype auto"):
         select(torch.device("cuda"), KernelSettings(weights="fp8"))
+
+
+def test_a_weight_freed_takes_its_fp8_copy_with_it():
+    fp8, w = fp8_linear.Fp8Weights(), torch.randn(16, 16)
+    fp8.adopt([w])
+    assert len(fp8.pairs) == 1
+    del w
+    assert not fp8.pairs

@@ -3,6 +3,8 @@ output channel, each row's activations quantized on the fly with a scale of its 
 product by torch._scaled_mm (into bf16, then the activations' dtype). Only the model's own projections are swapped
 (not the aligner's, which shares the layer code), and the few-row kernels keep bf16: at a row or two a projection
 reads its weights rather than computes."""
+import weakref
+
 import torch
 import torch.nn.functional as F
 
@@ -23,9 +25,9 @@ def linear(x: torch.Tensor, w) -> torch.Tensor:
         return F.linear(x, w)
     w8, w_scale = w
     x_scale = x.float().abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
-    x8 = (x.float() / x_scale).to(E4M3)
-    out = torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=torch.bfloat16)
-    return out.to(x.dtype)                  # row-wise scales give bf16 only (CUDA); a no-op for a bf16 model
+    x8 = (x.float() / x_scale).to(E4M3).contiguous()       # row-major, as _scaled_mm's first operand must be
+    out_dtype = torch.bfloat16 if x.is_cuda else x.dtype     # CUDA's row-wise scales give bf16 only
+    return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=out_dtype).to(x.dtype)
 
 
 class Fp8Weights:
@@ -35,8 +37,8 @@ class Fp8Weights:
         self.pairs: dict[int, tuple] = {}
 
     def adopt(self, weights) -> None:
-        for w in weights:
-            self.pairs[id(w)] = (w, quantize(w.detach()))     # the tensor kept: its id stays its own
+        for w in weights:       # held weakly: an id reused by another tensor never matches; the copy goes with it
+            self.pairs[id(w)] = (weakref.ref(w, lambda _, key=id(w): self.pairs.pop(key, None)), quantize(w.detach()))
 
     def wrap(self, op: str, fn):
         slots = SLOTS[op]
@@ -45,7 +47,7 @@ class Fp8Weights:
             args = list(args)
             for i in slots:
                 kept = self.pairs.get(id(args[i]))
-                if kept is not None and kept[0] is args[i]:
+                if kept is not None and kept[0]() is args[i]:
                     args[i] = kept[1]
             return fn(*args)
         return call
