@@ -13,24 +13,13 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.stage_bench import gpu_ms  # noqa: E402
 from engine.kernels import fp8_linear  # noqa: E402
 
 # (stage, projection, in, out, times a step): 1.7B-CustomVoice's configs
 SHAPES = [("talker", "qkv", 2048, 4096, 28), ("talker", "o", 2048, 2048, 28), ("talker", "gate_up", 2048, 12288, 28),
           ("talker", "down", 6144, 2048, 28), ("predictor", "qkv", 1024, 4096, 75), ("predictor", "o", 2048, 1024, 75),
           ("predictor", "gate_up", 1024, 6144, 75), ("predictor", "down", 3072, 1024, 75)]
-
-
-def ms(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
 
 
 def main():
@@ -46,14 +35,13 @@ def main():
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             w = (0.03 * torch.randn(n, k, device="cuda")).to(torch.bfloat16)
             pair = fp8_linear.quantize(w)
-            scale = x.float().abs().amax(-1, keepdim=True) / fp8_linear.E4M3_MAX
-            x8 = (x.float() / scale).to(fp8_linear.E4M3)
+            x8, scale = fp8_linear.rows(x)
             full = F.linear(x, w)
             err = ((fp8_linear.linear(x, pair).float() - full.float()).norm() / full.float().norm()).item()
-            t = (ms(lambda: F.linear(x, w), args.reps),
-                 ms(lambda: torch._scaled_mm(x8, pair[0].t(), scale_a=scale, scale_b=pair[1],
+            t = (gpu_ms(lambda: F.linear(x, w), args.reps),
+                 gpu_ms(lambda: torch._scaled_mm(x8, pair[0].t(), scale_a=scale, scale_b=pair[1],
                                              out_dtype=torch.bfloat16), args.reps),
-                 ms(lambda: fp8_linear.linear(x, pair), args.reps))
+                 gpu_ms(lambda: fp8_linear.linear(x, pair), args.reps))
             step[stage] = [a + times * b for a, b in zip(step.get(stage, [0, 0, 0]), t)]
             print(f"{m:5d} {stage:9s} {name:7s} {k:5d}x{n:<5d} {t[0]:7.3f} | {t[1]:7.3f} | {t[2]:7.3f}  {err:.1e}",
                   flush=True)

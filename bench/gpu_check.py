@@ -16,6 +16,7 @@ from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E
 from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, layer_math, paged_attention,  # noqa: E402
                             ring_attention, row_sampler, sampling, snake)
 from engine.kernels.registry import KernelSettings  # noqa: E402
+from bench.stage_bench import gpu_ms  # noqa: E402
 from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
 
 
@@ -115,7 +116,7 @@ def check_few_row_layer() -> None:
 
 def check_fp8_weights() -> None:
     """The 1.7B talker's layer math at 2,048 rows with fp8 projections (torch._scaled_mm, row- and channel-scaled)
-    against bf16's, compiled as serve runs it: the error printed, bounded; and the time of each (CUDA events)."""
+    against bf16's, compiled as serve runs it: the error printed, bounded; and the time of each (stage_bench's)."""
     torch.manual_seed(0)
     hidden, heads, kv_heads, d, inter, m = 2048, 16, 8, 128, 6144, 2048
     r = lambda *shape, s=1.0: (s * torch.randn(*shape, device="cuda")).to(torch.bfloat16)
@@ -125,15 +126,8 @@ def check_fp8_weights() -> None:
     op = torch.compile(layer_math.attention_output_and_mlp, dynamic=True)
     full, rounded = (op(x, attn, w[0], nw, w[1], w[2], 1e-6) for w in (weights, fp8))
     err = ((rounded.float() - full.float()).norm() / full.float().norm()).item()
-    times = {}
-    for name, w in (("bf16", weights), ("fp8", fp8)):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(20):
-            op(x, attn, w[0], nw, w[1], w[2], 1e-6)
-        end.record()
-        end.synchronize()
-        times[name] = start.elapsed_time(end) / 20
+    times = {name: gpu_ms(lambda w=w: op(x, attn, w[0], nw, w[1], w[2], 1e-6))
+             for name, w in (("bf16", weights), ("fp8", fp8))}
     print(f"fp8 weights: attention output and MLP at {m} rows: relative error {err:.1e}; "
           f"{times['bf16']:.3f} ms bf16, {times['fp8']:.3f} ms fp8", flush=True)
     assert err < 0.05

@@ -13,19 +13,23 @@ E4M3_MAX = torch.finfo(E4M3).max
 SLOTS = {"attention_inputs": (2,), "attention_output_and_mlp": (2, 4, 5)}    # each op's weight arguments
 
 
+def rows(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[n, k] -> (e4m3 [n, k] row-major, float32 scales [n, 1]): each row at its own scale."""
+    scale = t.float().abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
+    return (t.float() / scale).to(E4M3).contiguous(), scale
+
+
 def quantize(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[out, in] -> (e4m3 [out, in], float32 scales [1, out])."""
-    scale = w.float().abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
-    return (w.float() / scale).to(E4M3), scale.t().contiguous()
+    w8, scale = rows(w)
+    return w8, scale.t().contiguous()
 
 
 def linear(x: torch.Tensor, w) -> torch.Tensor:
     """x @ w.T for a weight tensor or its quantize() pair; x [rows, in]."""
     if isinstance(w, torch.Tensor):
         return F.linear(x, w)
-    w8, w_scale = w
-    x_scale = x.float().abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / E4M3_MAX
-    x8 = (x.float() / x_scale).to(E4M3).contiguous()       # row-major, as _scaled_mm's first operand must be
+    (w8, w_scale), (x8, x_scale) = w, rows(x)                # x8 row-major, as _scaled_mm's first operand must be
     out_dtype = torch.bfloat16 if x.is_cuda else x.dtype     # CUDA's row-wise scales give bf16 only
     return torch._scaled_mm(x8, w8.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=out_dtype).to(x.dtype)
 
