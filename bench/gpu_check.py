@@ -116,7 +116,9 @@ def check_few_row_layer() -> None:
 
 def check_fp8_weights() -> None:
     """The 1.7B talker's layer math at 2,048 rows with fp8 projections (torch._scaled_mm, row- and channel-scaled)
-    against bf16's, compiled as serve runs it: the error printed, bounded; and the time of each (stage_bench's)."""
+    against bf16's, compiled as serve runs it: the error printed, bounded; and the time of each (stage_bench's).
+    e4m3's 3 mantissa bits round each product to ~3.7% rms on random data (H200: 3.7e-2 a projection, 6.9e-2 the
+    layer's two chained), so the bound is 0.1."""
     torch.manual_seed(0)
     hidden, heads, kv_heads, d, inter, m = 2048, 16, 8, 128, 6144, 2048
     r = lambda *shape, s=1.0: (s * torch.randn(*shape, device="cuda")).to(torch.bfloat16)
@@ -130,7 +132,7 @@ def check_fp8_weights() -> None:
              for name, w in (("bf16", weights), ("fp8", fp8))}
     print(f"fp8 weights: attention output and MLP at {m} rows: relative error {err:.1e}; "
           f"{times['bf16']:.3f} ms bf16, {times['fp8']:.3f} ms fp8", flush=True)
-    assert err < 0.05
+    assert err < 0.1
 
 
 def check_ring() -> None:

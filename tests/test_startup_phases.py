@@ -3,12 +3,14 @@ aligner shares the TTS model's tokenizer files, built once, and modules skip the
 import contextlib
 import logging
 
+import numpy as np
 import pytest
 import torch
 
 from bench.startup_bench import phases
-from engine import Engine
-from engine.core.graphs import StagedGraphs, buckets_up_to, decode_buckets_up_to
+from engine import Engine, SamplingParams, SynthesisRequest
+from engine.core import graphs
+from engine.core.graphs import DECODE_MOST, StagedGraphs, buckets_up_to, decode_buckets_up_to
 from engine.models import load_model
 from engine.models.qwen3_tts.model import Codec, TTSModel
 from engine.models.qwen3_tts.text_tokenizer import SHARED, TextTokenizer
@@ -61,15 +63,70 @@ def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypat
 
 
 def test_the_codec_decoder_captures_a_coarser_ladder_that_pads_a_full_engine_little():
-    """Each decode graph costs cuDNN's search at capture: 15 of them at 1,024 streams, not the other stages' 30; past
-    512 streams a batch pads by at most 25%, at most 2x below (where a decode is cheap), to 16 below 16 (as fast)."""
-    assert len(decode_buckets_up_to(1024)) == 15 and len(buckets_up_to(1024)) == 30
+    """Each decode graph costs cuDNN's search at capture: 15 of them at 1,024 streams, not the other stages' 30, and
+    none more past 1,024 (a larger decode replays the 1,024 graph in slices); past 512 streams a batch's last slice
+    pads by at most 25%, at most 2x below (where a decode is cheap), to 16 below 16 (as fast)."""
+    assert len(decode_buckets_up_to(1024)) == len(decode_buckets_up_to(2048)) == 15 and len(buckets_up_to(1024)) == 30
     for most in (100, 600, 1024, 2048):
         ladder = decode_buckets_up_to(most)
-        assert ladder[-1] == most and ladder == sorted(set(ladder))
+        assert ladder[-1] == min(most, DECODE_MOST) and ladder == sorted(set(ladder))
         for batch in range(1, most + 1):
-            bucket = next(b for b in ladder if b >= batch)
-            assert bucket <= (1.25 * batch if batch > 512 else 2 * batch if batch > 16 else 16)
+            rest = batch - (batch - 1) // DECODE_MOST * DECODE_MOST
+            bucket = next(b for b in ladder if b >= rest)
+            assert bucket <= (1.25 * rest if rest > 512 else 2 * rest if rest > 16 else 16)
+
+
+def test_a_decode_past_its_largest_graph_replays_it_in_slices_each_copied_out_before_the_next():
+    """The slices share one graph's output buffer: each is copied before the next replay overwrites it."""
+    replays = []
+
+    class Graph:
+        def __init__(self, fn, inputs, out):
+            self.fn, self.inputs, self.out = fn, inputs, out
+
+        def replay(self):
+            replays.append(int((self.inputs[0] != -1).sum()))
+            self.out.copy_(self.fn(*self.inputs))
+
+    def capture(fn, inputs, pool=None, stream=None):
+        out = fn(*inputs)
+        return type("Captured", (Graph,), {"pool": lambda _: None})(fn, inputs, out), out
+
+    stage = StagedGraphs(lambda _, rows: rows * 10, [-1], [1, 2, 4], use_graphs=True, split=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graphs, "capture_graph", capture)
+        rows = torch.arange(11)
+        assert torch.equal(stage(None, rows), rows * 10)
+    assert replays == [4, 4, 3] and sorted(stage.graphs) == [(4, None)]
+    eager = StagedGraphs(lambda _, rows: rows * 10, [-1], [1, 2, 4], use_graphs=False, split=True)
+    assert torch.equal(eager(None, rows), rows * 10)
+
+
+def test_an_engine_decoding_in_slices_speaks_as_one_decoding_whole(monkeypatch):
+    """Six streams through a decode ladder that ends at 4 (as 2,048 through 1,024's): the same codes and PCM (to the
+    CPU's float rounding, which varies with the batch a stream joins)."""
+    def speak():
+        engine = Engine.load(dummy="tiny", device="cpu", max_active=6, kv_tokens_per_stream=128)
+        stage, rows = engine.runner.decode_stage, []
+        decode = stage.fn
+        stage.fn = lambda variant, slots, codes: rows.append(len(slots)) or decode(variant, slots, codes)
+        engine.start()
+        try:
+            texts = ["Hello there.", "A second stream, longer.", "Third.", "Four.", "Fifth one here.", "Six."]
+            handles = [engine.submit(SynthesisRequest(text=t, sampling=SamplingParams.greedy(), max_frames=5,
+                                                      ignore_eos=True)) for t in texts]
+            chunks = [list(h.iter_blocking()) for h in handles]
+            return [np.concatenate([c.codes for c in cs]) for cs in chunks], \
+                [np.concatenate([c.pcm for c in cs]) for cs in chunks], stage.buckets, rows
+        finally:
+            engine.shutdown()
+
+    codes, pcm, ladder, rows = speak()
+    monkeypatch.setattr(graphs, "DECODE_MOST", 4)
+    sliced_codes, sliced_pcm, sliced_ladder, sliced_rows = speak()
+    assert ladder[-1] == 6 and 6 in rows and sliced_ladder[-1] == 4 and max(sliced_rows) == 4
+    assert all(np.array_equal(a, b) for a, b in zip(codes, sliced_codes))
+    assert all(np.allclose(a, b, atol=1e-3) for a, b in zip(pcm, sliced_pcm))
 
 
 def test_the_aligner_shares_the_tts_tokenizers_files_and_keeps_its_own_control_tokens():

@@ -22,6 +22,7 @@ SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 25
 # the codec decoder's: each capture runs cuDNN's search (1.5-8 s); a decode takes 1.6-1.9 ms at 1-16 streams (H100), so
 # padding there costs a step little; every 128 past 512 (<= 25%; near a full engine every bucket is close)
 DECODE_SIZES = [1, 4, 16, 32, 64, 96, 128, 192, 256, 384, 512]
+DECODE_MOST = 1024      # larger decodes replay its graph in slices: past 512 streams a decode's time is linear in them
 
 
 def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]:
@@ -30,13 +31,15 @@ def buckets_up_to(n: int, sizes: list[int] = SIZES, step: int = 64) -> list[int]
 
 
 def decode_buckets_up_to(n: int) -> list[int]:
-    return buckets_up_to(n, DECODE_SIZES, 128)
+    return buckets_up_to(min(n, DECODE_MOST), DECODE_SIZES, 128)
 
 
 class StagedGraphs:
-    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None):
-        """pads[i]: fill value of input i's padding rows."""
-        self.fn, self.pads, self.buckets, self.use_graphs = fn, pads, buckets, use_graphs
+    def __init__(self, fn, pads: list, buckets: list[int], use_graphs: bool, pool=None, stream=None,
+                 split: bool = False):
+        """pads[i]: fill value of input i's padding rows; split: rows are independent, so a batch past the largest
+        bucket runs in slices of it (else eagerly, whole)."""
+        self.fn, self.pads, self.buckets, self.use_graphs, self.split = fn, pads, buckets, use_graphs, split
         self.pool, self.stream = pool, stream
         self.graphs: dict = {}
 
@@ -53,7 +56,10 @@ class StagedGraphs:
 
     def __call__(self, variant, *inputs):
         batch = inputs[0].shape[0]
-        if batch > self.buckets[-1]:
+        most = self.buckets[-1]
+        if batch > most and self.split:     # each slice's rows copied out before the next replay overwrites them
+            return torch.cat([self(variant, *(x[i:i + most] for x in inputs)).clone() for i in range(0, batch, most)])
+        if batch > most:
             return self.fn(variant, *inputs)
         bucket = self.bucket(batch)
         if not self.use_graphs:

@@ -37,7 +37,7 @@ class ModelRunner:
         side = self.codec_stream is not None
         self.decode_stage = StagedGraphs(self._decode_core, [s, 0], decode_buckets_up_to(max_active), graphs,
                                          torch.cuda.graph_pool_handle() if side else pool,
-                                         torch.cuda.Stream(self.device) if side else None)
+                                         torch.cuda.Stream(self.device) if side else None, split=True)
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
 
