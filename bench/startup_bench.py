@@ -3,8 +3,17 @@ start to /health answering 200, with the phases its log reports (`start-up: NAME
 
 python3 bench/startup_bench.py --serve "--dummy 1.7B-CustomVoice --max-frames 150 --dummy-aligner" --out DIR
 writes DIR/startup_bench.json and DIR/serve-cold.log, DIR/serve-warm.log (--profile warm: DIR/profile-warm.txt, py-spy's
-raw samples of every process of that start, for bench/pyspy_summary.py)."""
+raw samples of every process of that start, for bench/pyspy_summary.py).
+
+pip compiles a package's bytecode when it installs it. Where this Python finds none for torch (the lent GPU machines
+run with PYTHONDONTWRITEBYTECODE=1 and torch without .pyc files: each process that imports it compiles its sources
+again, 13-16 s for torch's compiler alone on an H200's host), the bench compiles every folder on sys.path once into a
+prefix before the starts, as an install would have, so the starts time what a user's do."""
 import argparse
+import compileall
+import contextlib
+import importlib.util
+import os
 import json
 import re
 import shutil
@@ -55,6 +64,32 @@ def start(serve_args: str, log: Path, timeout: float, profile: Path | None = Non
     return dict(result, phases=phases(log.read_text()))
 
 
+@contextlib.contextmanager
+def installed_bytecode(package: str = "torch"):
+    """-> "installed" where `package` has bytecode where Python looks or may write it; else every folder on sys.path
+    compiled into a temporary prefix, which this process and serve (inheriting PYTHONPYCACHEPREFIX) read until exit."""
+    pyc = Path(importlib.util.cache_from_source(importlib.util.find_spec(package).origin))
+    if pyc.exists() or (not sys.flags.dont_write_bytecode and os.access(pyc.parent.parent, os.W_OK)):
+        yield "installed"
+        return
+    was = os.environ.get("PYTHONPYCACHEPREFIX"), sys.pycache_prefix
+    with tempfile.TemporaryDirectory(prefix="qwen-tts-bytecode-") as prefix:
+        os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = prefix
+        try:
+            t0 = time.monotonic()
+            for folder in {Path(p).resolve() for p in sys.path if p and Path(p).is_dir()}:
+                compileall.compile_dir(folder, quiet=1, workers=0)
+            done = f"compiled by the bench before the starts, in {time.monotonic() - t0:.0f} s"
+            print(f"bytecode {done}", flush=True)
+            yield done
+        finally:
+            sys.pycache_prefix = was[1]
+            if was[0] is None:
+                os.environ.pop("PYTHONPYCACHEPREFIX", None)
+            else:
+                os.environ["PYTHONPYCACHEPREFIX"] = was[0]
+
+
 def commit() -> str | None:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return done.stdout.strip() or None
@@ -75,17 +110,18 @@ def main(argv=None) -> dict:
     cache = Path(args.cache_dir or tempfile.mkdtemp(prefix="qwen-tts-startup-"))
     shutil.rmtree(cache, ignore_errors=True)
     try:
-        runs = {}
-        for name in ("cold", "warm"):
-            runs[name] = start(f"{args.serve} --cache-dir {cache}", out / f"serve-{name}.log", args.timeout,
-                               out / f"profile-{name}.txt" if args.profile == name else None)
-            print(f"{name}: /health after {runs[name]['health_s']} s", flush=True)
+        with installed_bytecode() as bytecode:
+            runs = {}
+            for name in ("cold", "warm"):
+                runs[name] = start(f"{args.serve} --cache-dir {cache}", out / f"serve-{name}.log", args.timeout,
+                                   out / f"profile-{name}.txt" if args.profile == name else None)
+                print(f"{name}: /health after {runs[name]['health_s']} s", flush=True)
     finally:
         if not args.cache_dir:
             shutil.rmtree(cache, ignore_errors=True)
     result = dict(commit=args.label or commit(), date=time.strftime("%Y-%m-%d"), device=device_name(),
-                  serve=args.serve, startup_cold_s=runs["cold"]["health_s"], startup_warm_s=runs["warm"]["health_s"],
-                  runs=runs)
+                  serve=args.serve, bytecode=bytecode, startup_cold_s=runs["cold"]["health_s"],
+                  startup_warm_s=runs["warm"]["health_s"], runs=runs)
     (out / "startup_bench.json").write_text(json.dumps(result, indent=1))
     print(f"{result['device']} startup: startup_cold_s={result['startup_cold_s']} "
           f"startup_warm_s={result['startup_warm_s']}")            # the keys of BENCHMARKS.md's headline line
