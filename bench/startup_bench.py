@@ -13,8 +13,8 @@ import argparse
 import compileall
 import contextlib
 import importlib.util
-import os
 import json
+import os
 import re
 import shutil
 import signal
