@@ -38,3 +38,41 @@ def test_the_codec_convolutions_are_chosen_by_one_setting_on_any_device():
     finally:
         select(torch.device("cpu"))
     assert KernelSettings().codec_conv == "cudnn" and ops.conv is conv.conv_cudnn
+
+
+def test_each_compiled_layer_function_traces_once_for_every_batch_and_width(monkeypatch):
+    """The talker's (hidden 2,048) and the predictor's (1,024) layers at a 2,048-token prefill, then at batches: one
+    graph a function, and rms_norm's batch of one (dynamo specializes size 1); with sizes that happen to be equal
+    tied (torch's default), twice as many graphs, each a trace at every start-up (dynamo's, on the real shapes)."""
+    from torch._dynamo.utils import counters
+    from torch.fx.experimental import _config as shapes
+
+    from engine.kernels import layer_math
+    from engine.kernels.registry import compile_for_every_size
+
+    def graphs() -> int:
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = [torch.compile(f, dynamic=True, backend="eager") for f in (
+            layer_math.attention_inputs, layer_math.attention_output_and_mlp, layer_math.rms_norm)]
+        attention_inputs, output_and_mlp, rms_norm = compiled
+        r = lambda *shape: torch.empty(*shape, device="meta")      # shapes alone: nothing computed
+        for n in (2048, 64):
+            for hidden, inter in ((2048, 6144), (1024, 3072)):
+                x = r(n, hidden)
+                attention_inputs(x, r(hidden), r(32 * 128, hidden), 16 * 128, r(128), r(128), r(n, 128), r(n, 128),
+                                 1e-6, 128)
+                output_and_mlp(x, r(n, 2048), r(hidden, 2048), r(hidden), r(2 * inter, hidden), r(hidden, inter), 1e-6)
+                rms_norm(x, r(hidden), 1e-6)
+        rms_norm(r(1, 2048), r(2048), 1e-6)
+        return counters["stats"]["unique_graphs"]
+
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
+    monkeypatch.setattr(torch._dynamo.config, "accumulated_recompile_limit",
+                        torch._dynamo.config.accumulated_recompile_limit)
+    monkeypatch.setattr(shapes, "use_duck_shape", True)
+    tied = graphs()
+    compile_for_every_size()
+    assert (graphs(), tied) == (4, 8)
+    torch._dynamo.reset()
+    counters.clear()                       # engines started later in this process report their own compiles

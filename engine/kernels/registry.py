@@ -68,6 +68,16 @@ def codec_conv_ops(choice: str, compiled: bool) -> dict:
     return dict(conv=by_shape(conv.grouped, depthwise, conv.conv_matmul), trans_conv=conv.trans_conv_matmul)
 
 
+def compile_for_every_size() -> None:
+    """One compiled function serves several widths and strides. Sizes that happen to be equal stay distinct symbols:
+    else a prefill of 2,048 tokens at hidden size 2,048 ties rows to width, and every other size retraces (an H200's
+    load at --max-active 64 traced 14 graphs, each costing a start-up its trace)."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
+    from torch.fx.experimental import _config as shapes
+    shapes.use_duck_shape = False
+
+
 def select(device: torch.device, settings: KernelSettings = KernelSettings()) -> Kernels:
     if settings.codec_conv not in CODEC_CONVS:
         raise ValueError(f"codec_conv must be one of {CODEC_CONVS}, not {settings.codec_conv!r}")
@@ -96,9 +106,7 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("ring_attention", by_shape(ring_attention.fits, ring_attention.ring_attention,
                                            ring_attention.ring_attention_torch), "triton|torch")
     if gpu and settings.compile:
-        # one function serves several widths and strides
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 1024)
+        compile_for_every_size()
         for op in COMPILED:
             use(op, torch.compile(TORCH[op], dynamic=True), "compiled")
     fp8 = fp8_linear.Fp8Weights() if settings.weights == "fp8" else None
