@@ -130,9 +130,12 @@ def decode_with(r, conv: str, settings: KernelSettings, batches: list[int], cont
     ladder = r.decode_stage.buckets
     whole = {}
     for b in (b for b in batches if cuda and b > ladder[-1]):    # serve replays the largest graph in slices
-        r.decode_stage.buckets = ladder + [b]
-        whole[b] = gpu_ms(calls[b], reps)
-        r.decode_stage.buckets = ladder
+        try:
+            r.decode_stage.buckets = ladder + [b]
+            whole[b] = gpu_ms(calls[b], reps)
+        finally:
+            r.decode_stage.buckets = ladder
+            r.decode_stage.graphs.pop((b, None), None)
     print(f"codec convolutions {conv}: decode ms " + ", ".join(f"{b}: {ms[b]:.2f}" for b in batches) +
           "".join(f" ({b} in one graph instead of slices of {ladder[-1]}: {t:.2f})" for b, t in whole.items()) +
           "; graphs captured in " + ", ".join(f"{b}: {t:.1f} s" for b, t in seconds.items()), flush=True)

@@ -7,8 +7,9 @@ raw samples of every process of that start, for bench/pyspy_summary.py).
 
 pip compiles a package's bytecode when it installs it. Where this Python finds none for torch (the lent GPU machines
 run with PYTHONDONTWRITEBYTECODE=1 and torch without .pyc files: each process that imports it compiles its sources
-again, 13-16 s for torch's compiler alone on an H200's host), the bench compiles every folder on sys.path once into a
-prefix before the starts, as an install would have, so the starts time what a user's do."""
+again, 13-16 s for torch's compiler alone on an H200's host; elsewhere the cold start alone would pay it), the bench
+compiles every folder on sys.path once into a prefix before the starts, as an install would have, so the starts time
+what a user's do."""
 import argparse
 import compileall
 import contextlib
@@ -66,10 +67,12 @@ def start(serve_args: str, log: Path, timeout: float, profile: Path | None = Non
 
 @contextlib.contextmanager
 def installed_bytecode(package: str = "torch"):
-    """-> "installed" where `package` has bytecode where Python looks or may write it; else every folder on sys.path
-    compiled into a temporary prefix, which this process and serve (inheriting PYTHONPYCACHEPREFIX) read until exit."""
-    pyc = Path(importlib.util.cache_from_source(importlib.util.find_spec(package).origin))
-    if pyc.exists() or (not sys.flags.dont_write_bytecode and os.access(pyc.parent.parent, os.W_OK)):
+    """-> "installed" where `package` has bytecode where Python looks; else every folder on sys.path compiled into a
+    temporary prefix, which this process and serve (inheriting PYTHONPYCACHEPREFIX) read until exit."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        raise SystemExit(f"{package} is not installed here: serve needs it")
+    if Path(importlib.util.cache_from_source(spec.origin)).exists():
         yield "installed"
         return
     was = os.environ.get("PYTHONPYCACHEPREFIX"), sys.pycache_prefix

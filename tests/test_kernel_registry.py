@@ -71,8 +71,10 @@ def test_each_compiled_layer_function_traces_once_for_every_batch_and_width(monk
     monkeypatch.setattr(torch._dynamo.config, "accumulated_recompile_limit",
                         torch._dynamo.config.accumulated_recompile_limit)
     monkeypatch.setattr(shapes, "use_duck_shape", True)
-    tied = graphs()
-    compile_for_every_size()
-    assert (graphs(), tied) == (4, 8)
-    torch._dynamo.reset()
-    counters.clear()                       # engines started later in this process report their own compiles
+    try:
+        tied = graphs()
+        compile_for_every_size()
+        assert (graphs(), tied) == (4, 8)
+    finally:
+        torch._dynamo.reset()
+        counters.clear()                   # engines started later in this process report their own compiles

@@ -37,13 +37,11 @@ def test_a_package_without_bytecode_is_compiled_into_a_prefix_the_starts_inherit
     """As pip would have at install: the lent GPU machines' torch has no .pyc and Python may not write one."""
     import os
     import sys
-    from types import SimpleNamespace
     package = tmp_path / "site" / "pkg"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("X = 1\n")
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
-    flags = {name: getattr(sys.flags, name) for name in dir(sys.flags) if not name.startswith(("_", "n_"))}
-    monkeypatch.setattr(sys, "flags", SimpleNamespace(**{**flags, "dont_write_bytecode": True}))
+    monkeypatch.setattr(sys, "pycache_prefix", None)
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     with startup_bench.installed_bytecode("pkg") as how:
         prefix = os.environ["PYTHONPYCACHEPREFIX"]
@@ -54,3 +52,6 @@ def test_a_package_without_bytecode_is_compiled_into_a_prefix_the_starts_inherit
     (package / "__pycache__" / Path(importlib.util.cache_from_source(str(package / "__init__.py"))).name).write_bytes(b"")
     with startup_bench.installed_bytecode("pkg") as how:
         assert how == "installed" and "PYTHONPYCACHEPREFIX" not in os.environ
+    with pytest.raises(SystemExit, match="not installed"):
+        with startup_bench.installed_bytecode("no_such_package_here"):
+            pass
