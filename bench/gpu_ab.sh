@@ -3,6 +3,8 @@
 #   here:        bash bench/gpu_ab.sh extract REV [REV ...]    each commit's tree into ab/REV/ (git-ignored: carry
 #                                                              "ab" with ".whl", ~2 MB a tree)
 #   on the GPU:  OUT=... bash bench/gpu_ab.sh run "SERVE ARGS" "LOAD ARGS" ["LOAD ARGS" ...]
+#                OUT=... bash bench/gpu_ab.sh startup "SERVE ARGS"       each tree's cold and warm start in turn
+#                                                                          (startup_bench.py): $OUT/REV-startup.json
 # Each tree in ab/ runs bench/gpu_gateway.sh in turn, in name order: the first starts cold, the next warm from the
 # first's compile cache when SERVE ARGS name a --cache-dir. Each lands in $OUT/REV.json (bench/gather_runs.py), with
 # its time to /health. The wheels as bench/gpu_wheels.sh says, installed first into /tmp/site.
@@ -27,6 +29,11 @@ export PYTHONPATH=/tmp/site:bench/stubs:integrations:. PATH=/tmp/site/bin:$PATH 
 for tree in ab/*/; do
     rev=$(basename "$tree")
     [ -d "$tree/$ASSETS" ] || cp -r "$ASSETS" "$tree/$ASSETS"
+    if [ "$mode" = startup ]; then                  # the tree's name is its label: the checkout's HEAD is not it
+        (cd "$tree" && python3 bench/startup_bench.py --serve "$serve" --out "/tmp/ab/$rev-startup" --label "$rev" \
+             --cache-dir "/tmp/ab/cache-$rev" && cp "/tmp/ab/$rev-startup/startup_bench.json" "$OUT/$rev-startup.json")
+        continue
+    fi
     (cd "$tree" && OUT=/tmp/ab bash bench/gpu_gateway.sh "$rev" "$serve" "$@" | tee "/tmp/ab/$rev.txt"
      python3 bench/gather_runs.py "/tmp/ab/$rev" "$OUT/$rev.json" \
          --ready-s "$(grep -o 'ready after [0-9]*' "/tmp/ab/$rev.txt" | grep -o '[0-9]*$')")
