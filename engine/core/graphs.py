@@ -57,10 +57,15 @@ class StagedGraphs:
     def __call__(self, variant, *inputs):
         batch = inputs[0].shape[0]
         most = self.buckets[-1]
-        if batch > most and self.split:     # each slice's rows copied out before the next replay overwrites them
-            return torch.cat([self(variant, *(x[i:i + most] for x in inputs)).clone() for i in range(0, batch, most)])
-        if batch > most:
+        if batch > most and not self.split:
             return self.fn(variant, *inputs)
+        if batch > most:        # each slice copied out once, before the next replay overwrites the graph's output
+            out = None
+            for i in range(0, batch, most):
+                part = self(variant, *(x[i:i + most] for x in inputs))
+                out = part.new_empty((batch, *part.shape[1:])) if out is None else out
+                out[i:i + len(part)].copy_(part)
+            return out
         bucket = self.bucket(batch)
         if not self.use_graphs:
             return self.fn(variant, *self.pad(inputs, bucket))[:batch]
