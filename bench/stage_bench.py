@@ -153,6 +153,8 @@ def main(argv=None) -> dict:
     p.add_argument("--few-rows", type=int, default=16, help="rows up to which the few-row kernels run (0: off)")
     p.add_argument("--conv-search", type=int, default=KernelSettings.conv_search,
                    help="cuDNN algorithms timed per convolution shape (0: the heuristic's pick)")
+    p.add_argument("--conv-search-past", type=int, default=KernelSettings.conv_search_past,
+                   help="codec batches up to this take cuDNN's heuristic pick, unsearched (0: every batch searched)")
     p.add_argument("--codec-conv", nargs="+", choices=CODEC_CONVS, default=[KernelSettings.codec_conv],
                    help="the codec decoder's convolutions; several: its graphs captured and timed with each in turn")
     p.add_argument("--kv-cache", choices=tuple(KV_CACHES), default="auto", help="the talker's KV cache dtype")
@@ -166,7 +168,8 @@ def main(argv=None) -> dict:
     p.add_argument("--peak-tbps", type=float, default=PEAK_TBPS,
                    help=f"its memory bandwidth, TB/s (default: H100 SXM's HBM3, {PEAK_TBPS:g})")
     args = p.parse_args(argv)
-    settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search, codec_conv=args.codec_conv[0],
+    settings = KernelSettings(few_rows=args.few_rows, conv_search=args.conv_search,
+                              conv_search_past=args.conv_search_past, codec_conv=args.codec_conv[0],
                               kv_cache=args.kv_cache, weights=args.weights)
     engine = Engine.load(dummy=args.dummy, max_active=max(args.batches),
                          kv_tokens_per_stream=-(-args.context // 64) * 64, kernels=settings, use_graphs=False)
@@ -190,10 +193,12 @@ def main(argv=None) -> dict:
             print(f"{b:5d} {steps[b]['predict']:8.2f} {steps[b]['talk']:5.2f}  {conv:>10s} {d['ms'][b]:7.2f} "
                   f"{total:6.2f}  | {1000 * total / b:8.1f}            | {d['capture_s'].get(b, 0):16.2f}  "
                   f"{d['cudnn_conv_shapes'][b]:12d}", flush=True)
-    buckets = decode_buckets_up_to(args.max_active)
-    print(f"cuDNN conv shapes a start-up searches at --max-active {args.max_active} ({len(buckets)} decode graphs): " +
-          ", ".join(f"{conv} {sum(decode_conv_shapes(engine.model.cfg.codec, b, conv) for b in buckets)}"
-                    for conv in args.codec_conv))
+    buckets = decode_buckets_up_to(args.max_active, graphs=True)
+    searched = [b for b in buckets if args.conv_search and b > args.conv_search_past]
+    print(f"cuDNN conv shapes a start-up searches at --max-active {args.max_active} ({len(buckets)} decode graphs, "
+          f"{len(searched)} searched): " + ", ".join(
+              f"{conv} {sum(decode_conv_shapes(engine.model.cfg.codec, b, conv) for b in searched)}"
+              for conv in args.codec_conv))
     results = {conv: report(engine.model, device, args.context, r.block_size,
                             [(b, dict(steps[b], decode=d["ms"][b])) for b in args.batches], args.peak_tflops,
                             args.peak_tbps, r.kv.k.element_size()) for conv, d in decodes.items()}

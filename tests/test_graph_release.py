@@ -15,7 +15,7 @@ class Allocator:
         self.live: dict[int, weakref.WeakSet] = {}
         self.next_id = 0
 
-    def capture(self, fn, inputs, pool=None, stream=None):
+    def capture(self, fn, inputs, pool=None, stream=None, warm=True):
         if pool is None:
             self.next_id += 1
             pool = self.next_id

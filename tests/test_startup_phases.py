@@ -63,17 +63,55 @@ def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypat
 
 
 def test_the_codec_decoder_captures_a_coarser_ladder_that_pads_a_full_engine_little():
-    """Each decode graph costs cuDNN's search at capture: 15 of them at 1,024 streams, not the other stages' 30, and
+    """Each decode graph costs cuDNN's plans at capture: 12 of them at 1,024 streams, not the other stages' 30, and
     none more past 1,024 (a larger decode replays the 1,024 graph in slices); past 512 streams a batch's last slice
-    pads by at most 25%, at most 2x below (where a decode is cheap), to 16 below 16 (as fast)."""
-    assert len(decode_buckets_up_to(1024)) == len(decode_buckets_up_to(2048)) == 15 and len(buckets_up_to(1024)) == 30
+    pads by at most 25%, at most 2x past 64 (where a decode is cheap), to 64 below (about as fast)."""
+    assert len(decode_buckets_up_to(1024)) == len(decode_buckets_up_to(2048)) == 12 and len(buckets_up_to(1024)) == 30
     for most in (100, 600, 1024, 2048):
         ladder = decode_buckets_up_to(most)
         assert ladder[-1] == min(most, DECODE_MOST) and ladder == sorted(set(ladder))
         for batch in range(1, most + 1):
             rest = batch - (batch - 1) // DECODE_MOST * DECODE_MOST
             bucket = next(b for b in ladder if b >= rest)
-            assert bucket <= (1.25 * rest if rest > 512 else 2 * rest if rest > 16 else 16)
+            assert bucket <= (1.25 * rest if rest > 512 else 2 * rest if rest > 64 else 64)
+
+
+def test_graphs_have_no_bucket_of_one_so_dynamo_traces_no_size_one_layers():
+    for most in (1, 2, 3, 100, 2048):
+        for ladder, eager in ((buckets_up_to(most, graphs=True), buckets_up_to(most)),
+                              (decode_buckets_up_to(most, True), decode_buckets_up_to(most))):
+            assert ladder[0] == 2 and ladder == sorted(set(ladder))
+            assert ladder[1:] == [b for b in eager if b > 2] and eager[0] == 1
+    runner = Engine(load_model(dummy="tiny", device="cpu"), max_active=8).runner
+    assert runner.predict_stage.buckets[0] == 1 and not runner.predict_stage.use_graphs     # eager: no padding
+
+
+def test_only_the_first_of_batches_alike_runs_eagerly_before_its_capture(monkeypatch):
+    """Past 32 rows, multiples of 16 run the compiled code the largest ran (the few-row kernels and Triton's
+    specializations below); the codec decoder warms every bucket, since cuDNN plans each shape."""
+    warmed = []
+    monkeypatch.setattr(graphs, "capture_graph", lambda fn, inputs, pool=None, stream=None, warm=True: (
+        warmed.append((len(inputs[0]), warm)) or (type("G", (), {"pool": lambda _: None})(), fn(*inputs))))
+    ladder = [2, 8, 16, 24, 32, 48, 64, 100, 128, 256]
+    for warm_each in (False, True):
+        warmed.clear()
+        stage = StagedGraphs(lambda _, rows: rows + 1, [0], ladder, use_graphs=True, warm_each=warm_each)
+        for variant in ("a", "b"):
+            for bucket in reversed(ladder):
+                stage.capture(variant, bucket, [torch.zeros(0)])
+        cold = {bucket for bucket, warm in warmed if not warm}
+        assert cold == (set() if warm_each else {48, 64, 128}) and len(warmed) == 2 * len(ladder)
+
+
+def test_small_codec_batches_take_cudnns_heuristic_and_large_ones_its_search():
+    from engine.kernels.conv import heuristic_up_to
+    seen = []
+    conv = heuristic_up_to(512, lambda x, *_: seen.append(torch.backends.cudnn.benchmark) or x)
+    with torch.backends.cudnn.flags(enabled=True, benchmark=True):
+        for batch in (1, 512, 513, 2048):
+            conv(torch.zeros(batch, 1, 1), None)
+        assert torch.backends.cudnn.benchmark
+    assert seen == [False, False, True, True]
 
 
 def test_a_decode_past_its_largest_graph_replays_it_in_slices_each_copied_out_before_the_next():
@@ -88,7 +126,7 @@ def test_a_decode_past_its_largest_graph_replays_it_in_slices_each_copied_out_be
             replays.append(int((self.inputs[0] != -1).sum()))
             self.out.copy_(self.fn(*self.inputs))
 
-    def capture(fn, inputs, pool=None, stream=None):
+    def capture(fn, inputs, pool=None, stream=None, warm=True):
         out = fn(*inputs)
         return type("Captured", (Graph,), {"pool": lambda _: None})(fn, inputs, out), out
 

@@ -29,15 +29,15 @@ class ModelRunner:
         self.frame_codes = torch.zeros(n, model.audio.num_codebooks, dtype=torch.int64, device=self.device)
         model.allocate(n)
         graphs = self.device.type == "cuda" if use_graphs is None else use_graphs
-        buckets = buckets_up_to(max_active)
+        buckets = buckets_up_to(max_active, graphs=graphs)
         s, pool = self.scratch, torch.cuda.graph_pool_handle() if graphs else None
         self.predict_stage = StagedGraphs(self._predict_core, [s], buckets, graphs, pool)
         self.talk_stage = StagedGraphs(self._talk_core, [s, 0, 0, False], buckets, graphs, pool)
         self.codec_stream = torch.cuda.Stream(self.device, priority=-100) if graphs and side_decode else None
         side = self.codec_stream is not None
-        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], decode_buckets_up_to(max_active), graphs,
+        self.decode_stage = StagedGraphs(self._decode_core, [s, 0], decode_buckets_up_to(max_active, graphs), graphs,
                                          torch.cuda.graph_pool_handle() if side else pool,
-                                         torch.cuda.Stream(self.device) if side else None, split=True)
+                                         torch.cuda.Stream(self.device) if side else None, split=True, warm_each=True)
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
 
@@ -63,9 +63,10 @@ class ModelRunner:
     def limit_batch(self, most: int) -> None:
         """No batch grows past `most` streams (what the KV cache admits): larger buckets are never captured."""
         if most < self.scratch:
+            graphs = self.decode_stage.use_graphs
             for stage in (self.predict_stage, self.talk_stage, self.first_stage):
-                stage.buckets = buckets_up_to(most)
-            self.decode_stage.buckets = decode_buckets_up_to(most)
+                stage.buckets = buckets_up_to(most, graphs=graphs)
+            self.decode_stage.buckets = decode_buckets_up_to(most, graphs)
 
     @torch.inference_mode()
     def capture_all(self) -> tuple[Counter, Counter]:

@@ -27,6 +27,16 @@ def conv_cudnn(x, weight, bias, dilation: int, groups: int):
     return y.permute(0, 2, 3, 1).reshape(batch, -1, y.shape[1])
 
 
+def heuristic_up_to(rows: int, conv_op):
+    """Batches up to `rows` take cuDNN's heuristic pick, untimed (a capture's search spared; small decodes have slack)."""
+    def call(x, *args):
+        if x.shape[0] > rows:
+            return conv_op(x, *args)
+        with torch.backends.cudnn.flags(enabled=True, benchmark=False):
+            return conv_op(x, *args)
+    return call
+
+
 def trans_conv_cudnn(x, weight, bias, stride: int, context: int):
     """Trimmed so output i depends on inputs <= i: the outputs of the new steps only."""
     new = (x.shape[1] - context) * stride

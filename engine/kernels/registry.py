@@ -35,6 +35,7 @@ class KernelSettings:
     few_rows: int = few_row_layer.TILE_ROWS
     side_decode: bool = True
     conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
+    conv_search_past: int = 512    # the codec's batches up to this take the heuristic's pick (searched: ~0.5 s a graph)
     codec_conv: str = "cudnn"  # the codec decoder's convolutions: "cudnn", or "gemm" (cuBLAS matmuls, no search)
     kv_cache: str = "auto"     # the talker's KV cache: "auto" (the model's dtype) or "fp8" (half the bytes a token)
     weights: str = "auto"      # the decoder layers' projections past the few-row sizes: "auto" or "fp8" (per channel)
@@ -133,10 +134,12 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
     if gpu:
         torch.backends.cudnn.benchmark = settings.conv_search > 0
         torch.backends.cudnn.benchmark_limit = max(settings.conv_search, 1)
-        search = f"cudnn(search {settings.conv_search})" if settings.conv_search else "cudnn(heuristic)"
+        past = settings.conv_search_past if settings.conv_search else 0
+        search = (f"cudnn(heuristic<={past}|search {settings.conv_search})" if past else
+                  f"cudnn(search {settings.conv_search})" if settings.conv_search else "cudnn(heuristic)")
         for op in ("conv", "trans_conv"):
             if names[op] == "torch":
-                names[op] = search
+                chosen[op], names[op] = conv.heuristic_up_to(past, chosen[op]) if past else chosen[op], search
     ops.__dict__.update(chosen)
     return Kernels(names, side_decode=gpu and settings.side_decode, kv_dtype=KV_CACHES[settings.kv_cache],
                    fp8_weights=fp8)
