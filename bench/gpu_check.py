@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, SamplingParams, SynthesisRequest, VoiceRef  # noqa: E402
 from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, layer_math, paged_attention,  # noqa: E402
-                            ring_attention, row_sampler, sampling, snake)
+                            ring_attention, row_sampler, sampling, snake, snake_residual)
 from engine.kernels.registry import KernelSettings  # noqa: E402
 from bench.stage_bench import gpu_ms  # noqa: E402
 from engine.models.qwen3_tts.model import SAMPLES_PER_FRAME  # noqa: E402
@@ -64,6 +64,20 @@ def check_snake() -> None:
                 worst = max(worst, (got - want).abs().max().item())
     print(f"snake kernel float32: max abs difference {worst:.2e}")
     assert worst < 1e-5
+    for dtype, bound in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):     # the residual unit's fused tail
+        errors = []
+        for b, t, c in ((64, 640, 192), (64, 1920, 96)):
+            alpha, beta, h_bias, bias = (0.3 * torch.randn(c, device="cuda", dtype=dtype) for _ in range(4))
+            weight = (torch.randn(c, c, device="cuda") / c ** 0.5).to(dtype)
+            base = torch.randn(b, t + 8, c, device="cuda", dtype=dtype)
+            h = torch.randn(b, t, c, device="cuda", dtype=dtype)
+            got, want = base.clone(), base.clone()
+            snake_residual.snake_residual(got[:, 8:], h, alpha, beta, h_bias, weight, bias)
+            layer_math.snake_residual(want[:, 8:], h, alpha, beta, h_bias, weight, bias)
+            assert torch.equal(got[:, :8], base[:, :8])
+            errors.append(((got - want).float().norm() / (want - base).float().norm()).item())
+        print(f"snake residual kernel {dtype}: relative error {max(errors):.2e}")
+        assert max(errors) < bound
 
 
 def check_phase_conv() -> None:

@@ -8,7 +8,7 @@ each matmul's and conv's input read and output written once, elementwise work fu
 from dataclasses import dataclass
 
 from engine.models.qwen3 import LMConfig
-from engine.models.qwen3_tts.codec.decoder import BIAS_PAD
+from engine.kernels.layer_math import BIAS_PAD
 from engine.models.qwen3_tts.config import TTSConfig
 
 PEAK_TFLOPS, PEAK_TBPS = 989.0, 3.35        # H100 SXM: dense bf16 tensor cores, HBM3
@@ -150,8 +150,9 @@ def decode_cost(codec: dict, batch: int, itemsize: int = 2) -> Cost:
             c.params(4 * c_out)                                            # two SnakeBetas
             c.conv(batch, c_out, c_out, 7, steps, steps, history=6 * dilation, dilation=dilation)
             c.linear(batch * steps, c_out + BIAS_PAD, c_out, accumulate=True)     # its bias a row of the weight
-    c.params(2 * dims[-1])
-    c.conv(batch, dims[-1], 1, 7, steps, steps, history=6)
+    c.params(2 * dims[-1] + 1)                                             # SnakeBeta; the last conv's bias
+    c.linear(batch * (steps + 6), dims[-1], 8)          # the last conv, to one channel: a GEMM to its 7 taps (8 rows)
+    c.state += 2 * batch * 6 * dims[-1] * c.itemsize                       # over its carried history too
     return c
 
 

@@ -17,8 +17,11 @@ def from_nhwc(y: torch.Tensor) -> torch.Tensor:
 
 def conv_cudnn(x, weight, bias, dilation: int, groups: int):
     """A dilated conv over a whole number of dilations runs undilated over its phases: step q * d + r is row q of
-    column r, so the taps are consecutive rows (a view both ways, no copy)."""
+    column r, so the taps are consecutive rows (a view both ways, no copy). A conv to few outputs is a GEMM to its
+    taps (conv_matmul)."""
     batch, steps, channels = x.shape
+    if groups == 1 and weight.shape[0] < 8:         # the decoder's last conv, to one channel: cuDNN took ~5x a pass
+        return conv_matmul(x, weight, bias, dilation, groups)
     if dilation == 1 or steps % dilation or not x.is_contiguous():
         return from_nhwc(F.conv2d(as_nhwc(x), weight[:, :, None], bias, dilation=(1, dilation), groups=groups))
     phases = x.view(batch, steps // dilation, dilation, channels).permute(0, 3, 1, 2)
@@ -72,7 +75,8 @@ def conv_matmul(x, weight, bias, dilation: int, groups: int):
         views = x.unfold(1, span + 1, 1)[..., ::dilation].transpose(2, 3)        # [B, T, k, C_in]
         return F.linear(views.reshape(batch, frames, k * c_in), weight.permute(0, 2, 1).reshape(c_out, k * c_in),
                         bias)
-    taps = F.linear(x, weight.permute(2, 0, 1).reshape(k * c_out, c_in))          # [B, steps, k * C_out]
+    w = weight.permute(2, 0, 1).reshape(k * c_out, c_in)
+    taps = F.linear(x, F.pad(w, (0, 0, 0, -len(w) % 8)))     # [B, steps, k * C_out]; 8-aligned rows for cuBLAS
     s_batch, s_step, s_col = taps.stride()         # the GEMM's own strides: its output need not be contiguous
     diagonal = taps.as_strided((batch, frames, c_out, k), (s_batch, s_step, s_col, dilation * s_step + c_out * s_col),
                                taps.storage_offset())

@@ -5,6 +5,8 @@ import torch.nn.functional as F
 
 from engine.kernels.fp8_linear import linear
 
+BIAS_PAD = 8      # a GEMM's bias as a row of its weight over a column of ones; 8 keep K a multiple of 8
+
 
 def rms_norm(x, weight, eps: float):
     dtype = x.dtype
@@ -40,6 +42,14 @@ def snake(x, alpha, beta, bias=None, pad: int = 0):
         x = x + bias
     y = x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
     return torch.cat([y, y.new_ones(*y.shape[:-1], 1), y.new_zeros(*y.shape[:-1], pad - 1)], dim=-1) if pad else y
+
+
+def snake_residual(x, h, alpha, beta, h_bias, weight, bias, snake=snake):
+    """x += snake(h + h_bias) @ weight^T + bias, in place: the bias rides the GEMM as a weight row, the residual is its
+    accumulator. `snake`: the op that activates (the chosen kernel, with its bias column)."""
+    h = snake(h, alpha, beta, h_bias, BIAS_PAD)
+    rows = torch.cat([weight.T, bias[None], bias.new_zeros(BIAS_PAD - 1, len(bias))])
+    return torch.baddbmm(x, h, rows.expand(len(x), -1, -1), out=x)
 
 
 def snake_after(history, x, alpha, beta, bias=None):

@@ -7,13 +7,14 @@ from types import SimpleNamespace
 import torch
 
 from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, layer_math, paged_attention,
-                            ring_attention, row_copy, row_sampler, sampling, snake)
+                            ring_attention, row_copy, row_sampler, sampling, snake, snake_residual)
 
 log = logging.getLogger("qwen_tts_engine")
 
 TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention_inputs,
              attention_output_and_mlp=layer_math.attention_output_and_mlp, snake=layer_math.snake,
-             snake_after=layer_math.snake_after, sample_rows=sampling.sample_rows,
+             snake_after=layer_math.snake_after, snake_residual=layer_math.snake_residual,
+             sample_rows=sampling.sample_rows,
              process_talker_logits=sampling.process_talker_logits,
              paged_attention=paged_attention.paged_attention_torch,
              dense_attention=dense_attention.dense_attention_torch,
@@ -118,6 +119,9 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("snake", by_shape(snake.fits_snake, snake.snake, chosen["snake"]), "triton|compiled")
             use("snake_after", by_shape(snake.fits_snake_after, snake.snake_after, chosen["snake_after"]),
                 "triton|compiled")
+            use("snake_residual", by_shape(snake_residual.fits, snake_residual.snake_residual,
+                                           partial(layer_math.snake_residual, snake=chosen["snake"])),
+                f"triton(<={snake_residual.MAX_CHANNELS} channels)|triton snake+cuBLAS")
         if cuda and settings.triton:
             use("sample_rows", by_shape(row_sampler.fits, row_sampler.sample_rows, chosen["sample_rows"]),
                 f"triton(vocab<={row_sampler.MAX_VOCAB})|compiled")

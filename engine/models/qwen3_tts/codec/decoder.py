@@ -10,9 +10,6 @@ from engine.models.qwen3_tts.codec.quantizer import Dequantizer
 from engine.models.qwen3_tts.codec.transformer import DecoderTransformer
 
 
-BIAS_PAD = 8      # conv2's bias as a row of its GEMM's weight over a column of ones; 8 keep K a multiple of 8
-
-
 class ResidualUnit(nn.Module):
     def __init__(self, dim: int, dilation: int):
         super().__init__()
@@ -23,13 +20,11 @@ class ResidualUnit(nn.Module):
 
     def forward(self, x: torch.Tensor, slots: torch.Tensor | None, bias: torch.Tensor | None = None) -> torch.Tensor:
         """Adds to x in place: the residual is the GEMM's accumulator, not a pass of its own. `bias`: x's own, not
-        yet added (it rides the first SnakeBeta and the GEMM's bias row)."""
+        yet added (it rides the first SnakeBeta and the 1x1 conv's bias)."""
         h = self.conv1(x, slots, self.act1, with_bias=False, input_bias=bias)
-        h = ops.snake(h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias, BIAS_PAD)
         c = self.conv2.conv
         total = c.bias if bias is None else c.bias + bias
-        rows = torch.cat([c.weight[:, :, 0].T, total[None], c.bias.new_zeros(BIAS_PAD - 1, len(c.bias))])
-        return torch.baddbmm(x, h, rows.expand(len(x), -1, -1), out=x)
+        return ops.snake_residual(x, h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias, c.weight[:, :, 0], total)
 
 
 class UpsampleBlock(nn.Module):

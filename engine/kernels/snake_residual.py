@@ -1,0 +1,60 @@
+"""A residual unit's tail in one Triton pass: x += SnakeBeta(h + h_bias) @ W^T + bias, in place. The activated rows
+live only in registers (no pass of their own writes and rereads them), and the residual is the GEMM's accumulator.
+Only for few channels (the decoder's last two blocks), where the tail is a pass over memory; wider ones stay cuBLAS's."""
+import torch
+
+from engine.kernels.snake import _sin, triton
+
+if triton is not None:
+    import triton.language as tl
+
+    @triton.jit
+    def _snake_residual_kernel(x_ptr, h_ptr, alpha_ptr, beta_ptr, h_bias_ptr, w_ptr, bias_ptr, rows, frames,
+                               K: tl.constexpr, N, x_batch_stride, x_time_stride, h_batch_stride, h_time_stride,
+                               IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               BLOCK_K: tl.constexpr):
+        r = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        live_r, live_n = r < rows, n < N
+        b, t = r // frames, r % frames
+        h_rows = h_ptr + (b * h_batch_stride + t * h_time_stride)[:, None]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + tl.arange(0, BLOCK_K)
+            live_k = k < K
+            a = tl.load(h_rows + k[None, :], mask=live_r[:, None] & live_k[None, :], other=0.0).to(tl.float32)
+            a += tl.load(h_bias_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :]
+            alpha = tl.exp(tl.load(alpha_ptr + k, mask=live_k, other=0.0).to(tl.float32))
+            inv_beta = 1.0 / (tl.exp(tl.load(beta_ptr + k, mask=live_k, other=0.0).to(tl.float32)) + 1e-9)
+            s = _sin(a * alpha[None, :])
+            a = a + s * s * inv_beta[None, :]                  # masked columns load 0 and stay 0
+            w = tl.load(w_ptr + n[None, :] * K + k[:, None], mask=live_k[:, None] & live_n[None, :], other=0.0)
+            acc = tl.dot(a.to(w.dtype), w, acc, input_precision="ieee" if IEEE else "tf32")
+        acc += tl.load(bias_ptr + n, mask=live_n, other=0.0).to(tl.float32)[None, :]
+        x_tile = x_ptr + (b * x_batch_stride + t * x_time_stride)[:, None] + n[None, :]
+        live = live_r[:, None] & live_n[None, :]
+        x = tl.load(x_tile, mask=live, other=0.0).to(tl.float32)
+        tl.store(x_tile, (x + acc).to(x_ptr.dtype.element_ty), mask=live)
+
+
+MAX_CHANNELS = 256
+
+
+def fits(x, h, alpha, beta, h_bias, weight, bias) -> bool:
+    return x.stride(2) == 1 and h.stride(2) == 1 and weight.is_contiguous() and \
+        max(weight.shape) <= MAX_CHANNELS and weight.dtype == h.dtype
+
+
+def snake_residual(x, h, alpha, beta, h_bias, weight, bias):
+    """x [B, T, N] (added to in place), h [B, T, K], weight [N, K]."""
+    batch, frames, n = x.shape
+    k = h.shape[2]
+    block_n = min(256, triton.next_power_of_2(n))
+    block_k = 64 if k % 64 == 0 else 32
+    block_m = 64 if block_n > 128 else 128
+    grid = (triton.cdiv(batch * frames, block_m), triton.cdiv(n, block_n))
+    _snake_residual_kernel[grid](x, h, alpha, beta, h_bias, weight, bias, batch * frames, frames, k, n,
+                                 x.stride(0), x.stride(1), h.stride(0), h.stride(1), IEEE=x.dtype == torch.float32,
+                                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=8 if block_n > 128 else 4,
+                                 num_stages=3)
+    return x
