@@ -66,7 +66,7 @@ def check_snake() -> None:
     assert worst < 1e-5
     for dtype, bound in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):     # the residual unit's fused tail
         errors = []
-        for b, t, c in ((64, 640, 192), (64, 1920, 96)):
+        for b, t, c in ((64, 640, 128), (64, 1920, 96)):
             alpha, beta, h_bias, bias = (0.3 * torch.randn(c, device="cuda", dtype=dtype) for _ in range(4))
             weight = (torch.randn(c, c, device="cuda") / c ** 0.5).to(dtype)
             base = torch.randn(b, t + 8, c, device="cuda", dtype=dtype)
