@@ -63,7 +63,7 @@ def test_buckets_past_what_the_kv_cache_admits_are_not_captured(model, monkeypat
 
 
 def test_the_codec_decoder_captures_a_coarser_ladder_that_pads_a_full_engine_little():
-    """Each decode graph costs cuDNN's plans at capture: 12 of them at 1,024 streams, not the other stages' 30, and
+    """Each decode graph costs cuDNN's plans at capture: 12 of them at 1,024 streams, not the other stages' 29-30, and
     none more past 1,024 (a larger decode replays the 1,024 graph in slices); past 512 streams a batch's last slice
     pads by at most 25%, at most 2x past 64 (where a decode is cheap), to 64 below (about as fast)."""
     assert len(decode_buckets_up_to(1024)) == len(decode_buckets_up_to(2048)) == 12 and len(buckets_up_to(1024)) == 30

@@ -20,7 +20,7 @@ def conv_cudnn(x, weight, bias, dilation: int, groups: int):
     column r, so the taps are consecutive rows (a view both ways, no copy). A conv to few outputs is a GEMM to its
     taps (conv_matmul)."""
     batch, steps, channels = x.shape
-    if groups == 1 and weight.shape[0] < 8:         # the decoder's last conv, to one channel: cuDNN took ~5x a pass
+    if groups == 1 and weight.shape[0] < 8:         # the decoder's last conv: cuDNN took ~5x a pass over its input
         return conv_matmul(x, weight, bias, dilation, groups)
     if dilation == 1 or steps % dilation or not x.is_contiguous():
         return from_nhwc(F.conv2d(as_nhwc(x), weight[:, :, None], bias, dilation=(1, dilation), groups=groups))
@@ -31,12 +31,16 @@ def conv_cudnn(x, weight, bias, dilation: int, groups: int):
 
 
 def heuristic_up_to(rows: int, conv_op):
-    """Batches up to `rows` take cuDNN's heuristic pick, untimed (a capture's search spared; small decodes have slack)."""
+    """Batches up to `rows` take cuDNN's heuristic pick, untimed (a capture's search spared; small decodes have slack).
+    Only the search is switched: cudnn.flags would reset the other settings too."""
     def call(x, *args):
         if x.shape[0] > rows:
             return conv_op(x, *args)
-        with torch.backends.cudnn.flags(enabled=True, benchmark=False):
+        searched, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, False
+        try:
             return conv_op(x, *args)
+        finally:
+            torch.backends.cudnn.benchmark = searched
     return call
 
 

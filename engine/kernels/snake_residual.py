@@ -14,7 +14,7 @@ if triton is not None:
                                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                BLOCK_K: tl.constexpr):
         r = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        n = tl.arange(0, BLOCK_N)
         live_r, live_n = r < rows, n < N
         b, t = r // frames, r % frames
         h_rows = h_ptr + (b * h_batch_stride + t * h_time_stride)[:, None]
@@ -46,12 +46,10 @@ def fits(x, h, alpha, beta, h_bias, weight, bias) -> bool:
 
 
 def snake_residual(x, h, alpha, beta, h_bias, weight, bias):
-    """x [B, T, N] (added to in place), h [B, T, K], weight [N, K]."""
+    """x [B, T, N] (added to in place), h [B, T, K], weight [N, K]: all N in one tile (N <= MAX_CHANNELS)."""
     batch, frames, n = x.shape
-    k = h.shape[2]
-    block_n = triton.next_power_of_2(n)
-    grid = (triton.cdiv(batch * frames, 64), triton.cdiv(n, block_n))
-    _snake_residual_kernel[grid](x, h, alpha, beta, h_bias, weight, bias, batch * frames, frames, k, n,
-                                 x.stride(0), x.stride(1), h.stride(0), h.stride(1), IEEE=x.dtype == torch.float32,
-                                 BLOCK_M=64, BLOCK_N=block_n, BLOCK_K=32, num_warps=4, num_stages=4)
+    _snake_residual_kernel[(triton.cdiv(batch * frames, 64),)](
+        x, h, alpha, beta, h_bias, weight, bias, batch * frames, frames, h.shape[2], n, x.stride(0), x.stride(1),
+        h.stride(0), h.stride(1), IEEE=x.dtype == torch.float32, BLOCK_M=64, BLOCK_N=triton.next_power_of_2(n),
+        BLOCK_K=32, num_warps=4, num_stages=4)
     return x
