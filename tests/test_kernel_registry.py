@@ -1,5 +1,10 @@
 """The kernel registry: on the CPU every op is its torch definition; the CUDA choices are made (not run) in one
 place, as settings ask, and put back by choosing again."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,6 +16,16 @@ def test_the_cpu_gets_the_torch_definitions():
     chosen = select(torch.device("cpu"))
     assert set(chosen.choices.values()) == {"torch"} and not chosen.side_decode
     assert all(getattr(ops, op) is fn for op, fn in TORCH.items())
+
+
+def test_the_engine_imports_and_chooses_where_triton_is_not_installed():
+    """A CPU install of torch comes without Triton: every kernel module must import, and the torch code serve."""
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import torch, engine.kernels.registry as r\n"
+            "assert set(r.select(torch.device('cpu')).choices.values()) == {'torch'}")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 def test_cuda_choices_follow_the_settings_and_choosing_again_restores_the_ops():

@@ -3,10 +3,13 @@ live only in registers (no pass of their own writes and rereads them), and the r
 Only for few channels (the decoder's last block), where the tail is a pass over memory; wider ones stay cuBLAS's."""
 import torch
 
-from engine.kernels.snake import _sin, triton
+from engine.kernels import snake
 
+triton = snake.triton
 if triton is not None:
     import triton.language as tl
+
+    _sin = snake._sin
 
     @triton.jit
     def _snake_residual_kernel(x_ptr, h_ptr, alpha_ptr, beta_ptr, h_bias_ptr, w_ptr, bias_ptr, rows, frames,
