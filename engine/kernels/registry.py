@@ -11,9 +11,15 @@ from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, la
 
 log = logging.getLogger("qwen_tts_engine")
 
+
+def snake_then_gemm(x, h, alpha, beta, h_bias, weight, bias):
+    """A residual unit's tail unfused: the SnakeBeta op chosen (Triton, compiled or torch), then cuBLAS's GEMM."""
+    return layer_math.snake_residual(x, h, alpha, beta, h_bias, weight, bias, snake=ops.snake)
+
+
 TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention_inputs,
              attention_output_and_mlp=layer_math.attention_output_and_mlp, snake=layer_math.snake,
-             snake_after=layer_math.snake_after, snake_residual=layer_math.snake_residual,
+             snake_after=layer_math.snake_after, snake_residual=snake_then_gemm,
              sample_rows=sampling.sample_rows,
              process_talker_logits=sampling.process_talker_logits,
              paged_attention=paged_attention.paged_attention_torch,
@@ -120,8 +126,8 @@ def select(device: torch.device, settings: KernelSettings = KernelSettings()) ->
             use("snake_after", by_shape(snake.fits_snake_after, snake.snake_after, chosen["snake_after"]),
                 "triton|compiled")
             use("snake_residual", by_shape(snake_residual.fits, snake_residual.snake_residual,
-                                           partial(layer_math.snake_residual, snake=chosen["snake"])),
-                f"triton(<={snake_residual.MAX_CHANNELS} channels)|triton snake+cuBLAS")
+                                           chosen["snake_residual"]), f"triton(<={snake_residual.MAX_CHANNELS} "
+                "channels)|snake+cuBLAS")
         if cuda and settings.triton:
             use("sample_rows", by_shape(row_sampler.fits, row_sampler.sample_rows, chosen["sample_rows"]),
                 f"triton(vocab<={row_sampler.MAX_VOCAB})|compiled")
