@@ -101,6 +101,10 @@ class DecoderLayer(nn.Module):
         a, m = self.self_attn, self.mlp
         self.w_qkv = pack_views(a.q_proj, a.k_proj, a.v_proj)
         self.w_gate_up = pack_views(m.gate_proj, m.up_proj)
+        # widths as constants in the compiled layer math (rows stay dynamic): its pointwise kernels then vectorize
+        for w in (self.w_qkv, self.w_gate_up, a.o_proj.weight, m.down_proj.weight, a.q_norm.weight, a.k_norm.weight,
+                  self.input_layernorm.weight, self.post_attention_layernorm.weight):
+            torch._dynamo.mark_static(w)
 
     def projections(self) -> tuple:
         """The weights of its projections (what --weights-dtype fp8 quantizes)."""
