@@ -107,6 +107,11 @@ async def metrics(request: Request) -> PlainTextResponse:
                                              "--max-active)", stats.get("step_capacity", 0)),
         "tts_engine_listener_dry_chunks": ("chunks sent after the listener ran out while its text was ready, "
                                            "cumulative", stats.get("listener_dry", 0)),
+        "tts_engine_first_chunks": ("first chunks sent, cumulative", stats.get("first_chunks", 0)),
+        "tts_engine_to_slot_seconds": ("of those streams, seconds from reaching the engine to taking a slot, "
+                                       "cumulative", stats.get("to_slot_s", 0.0)),
+        "tts_engine_to_first_chunk_seconds": ("of those streams, seconds from taking a slot to the first chunk, "
+                                              "cumulative", stats.get("to_first_chunk_s", 0.0)),
         "tts_engine_side_turns": ("turns of side work (alignment) between steps, cumulative",
                                   stats.get("turns_given", 0)),
     }

@@ -59,3 +59,20 @@ def test_an_engine_queues_a_burst_its_text_settles_as_it_joins_and_a_queued_one_
         engine.cancel(held.id), engine.cancel(other.id)
     finally:
         engine.shutdown()
+
+
+def test_the_engine_counts_each_first_chunk_with_its_wait_for_a_slot_and_from_the_slot():
+    clock = FakeClock()
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=1, max_queue_ms=60_000, clock=clock).start()
+    try:
+        held = engine.submit(SynthesisRequest(text="Holding a slot.", text_complete=False, max_frames=20))
+        queued = engine.submit(SynthesisRequest(text="Let me in.", max_frames=3, ignore_eos=True))
+        run_until(lambda: engine.stats()["first_chunks"] == 1 and len(engine.scheduler.queue) == 1, engine)
+        clock.advance(2.5)                      # the queued one waits this long for the slot, in the engine's time
+        engine.close_text(held.id)
+        for handle in (held, queued):
+            list(handle.iter_blocking())
+        stats = engine.stats()
+        assert stats["first_chunks"] == 2 and stats["to_slot_s"] == 2.5 and stats["to_first_chunk_s"] == 0.0
+    finally:
+        engine.shutdown()

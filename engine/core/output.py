@@ -16,6 +16,8 @@ class AudioOut:
         self.in_flight: deque = deque()
         self.fresh = False
         self.dry = 0          # chunks that reached a listener with nothing left to play while its text was ready
+        # first chunks sent, and their streams' seconds from arrival to a slot and from the slot to that chunk
+        self.first_chunks, self.to_slot_s, self.to_first_chunk_s = 0, 0.0, 0.0
         slots = scheduler.max_active + 1
         # per slot, never below the truth: frames read and not sent; frames the next chunk needs at least; when the
         # listener's audio ends (inf: not started, or chunks not adaptive)
@@ -76,6 +78,10 @@ class AudioOut:
                 continue
             if playout.listener.started and playout.buffered_s(now) <= 0 and s.text.ready():
                 self.dry += 1
+            if not playout.chunks:
+                self.first_chunks += 1
+                self.to_slot_s += s.started_at - s.arrived_at
+                self.to_first_chunk_s += now - s.started_at
             frames = playout.take(first, now)
             final = generated and not playout.unsent and not playout.unread
             start = s.frames - playout.unread - len(playout.unsent) - len(frames)

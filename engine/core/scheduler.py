@@ -62,6 +62,7 @@ class Scheduler:
         return min((a for s, a in ahead if s.text.ready() or a > 0 or s.playout.unread), default=float("inf"))
 
     def add(self, seq: Sequence, step_ms: float, now: float = 0.0) -> None:
+        seq.arrived_at = now
         step_ms = self.capacity_ms(step_ms)
         why = self.admission.blocker(seq, self.num_active, step_ms)
         if why is None and not self.queue:

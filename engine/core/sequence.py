@@ -38,6 +38,7 @@ class Sequence:
         self.frame_started = False            # the next frame's first code is drawn: it can be predicted
         self.frames = 0
         self.finish_reason: str | None = None
+        self.arrived_at = self.started_at = 0.0   # monotonic: the engine took it; it took its slot
 
     @property
     def max_frames(self) -> int:

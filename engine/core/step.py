@@ -74,6 +74,8 @@ class Step:
             plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
             sched.schedule(plan, self.clock.monotonic())
             if plan.admitted:
+                for seq in plan.admitted:
+                    seq.started_at = self.clock.monotonic()
                 runner.start(plan.admitted)
                 self.audio.start(plan.admitted)
                 runner.prefill(plan.admitted, plan.prompts)
