@@ -25,7 +25,7 @@ else
     done
     echo "serve ready after ${SECONDS}s"
 fi
-GAUGES='^tts_(engine_(active|step_ms|listener_dry_chunks|step_capacity_streams)|admission_queue_length|'\
+GAUGES='^tts_(engine_(active|step_ms|listener_dry_chunks|step_capacity_streams|gpu_[a-z]+_ms)|admission_queue_length|'\
 'refused_requests|aligner_(used|capacity|queued_jobs))$'
 run=0
 for load in "$@"; do

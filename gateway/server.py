@@ -18,6 +18,10 @@ from .app_state import Gateway
 from .session import Session
 
 STATIC = Path(__file__).parent / "static"           # the playground's page, script and style
+GPU_STAGES = {      # the engine's GPU timeline, moving averages over its recent steps (CUDA only)
+    "step": "GPU ms of a step, its first stage's start to its last end (the side stream's decode included)",
+    "idle": "GPU ms idle before a step (the host not ahead of the device)",
+    **{stage: f"GPU ms of the step's {stage} stage" for stage in ("start", "prefill", "predict", "decode", "talk")}}
 
 
 async def tts_websocket(ws: WebSocket) -> None:
@@ -112,6 +116,8 @@ async def metrics(request: Request) -> PlainTextResponse:
                                        "cumulative", stats.get("to_slot_s", 0.0)),
         "tts_engine_to_first_chunk_seconds": ("of those streams, seconds from taking a slot to the first chunk, "
                                               "cumulative", stats.get("to_first_chunk_s", 0.0)),
+        **{f"tts_engine_gpu_{name}_ms": (GPU_STAGES[name], ms) for name, ms in stats.get("gpu_ms", {}).items()
+           if name in GPU_STAGES},
         "tts_engine_side_turns": ("turns of side work (alignment) between steps, cumulative",
                                   stats.get("turns_given", 0)),
     }

@@ -35,7 +35,8 @@ class Scheduler:
 
 def run(seed: int, check_all: bool) -> list:
     rng, clock, sent = random.Random(seed), FakeClock(), []
-    streams = [SimpleNamespace(slot=i, frames=0, finish_reason=None, text=SimpleNamespace(ready=lambda: True),
+    streams = [SimpleNamespace(slot=i, frames=0, finish_reason=None, arrived_at=0.0, started_at=0.0,
+                               text=SimpleNamespace(ready=lambda: True),
                                playout=Playout(rng.choice([(1, 2, 4, 8, 16), (3,), (2, 5)]), rng.random() < 0.8, AUDIO))
                for i in range(16)]
     for s in streams:

@@ -6,6 +6,7 @@ from collections import Counter
 
 import torch
 
+from engine.core.gpu_timeline import GpuTimeline
 from engine.core.graphs import StagedGraphs, buckets_up_to, decode_buckets_up_to
 from engine.core.kv_cache import PagedKVCache
 from engine.core.plan import Talk
@@ -40,6 +41,7 @@ class ModelRunner:
                                          torch.cuda.Stream(self.device) if side else None, split=True, warm_each=True)
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
+        self.timeline = GpuTimeline(self.device.type == "cuda")
 
     def _tensor(self, values, dtype=torch.int64):
         return upload(values, dtype, self.device)
@@ -101,8 +103,8 @@ class ModelRunner:
     @torch.inference_mode()
     def start(self, seqs) -> None:
         self.join_decode()                   # a slot's last decode (its previous stream's) may still run
-        slots = self._tensor([s.slot for s in seqs])
-        self.model.reset(slots, seqs)
+        with self.timeline.stage("start"):
+            self.model.reset(self._tensor([s.slot for s in seqs]), seqs)
 
     def _predict_core(self, variant, slots):
         return self.model.predict(slots, variant)
@@ -124,6 +126,10 @@ class ModelRunner:
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
         """Each prompt's rows go in after its prefix, then its first frame's first code is drawn."""
+        with self.timeline.stage("prefill"):
+            self._prefill(seqs, prompts)
+
+    def _prefill(self, seqs, prompts: list[Prompt]) -> None:
         new = list({id(s.kv.cached_prefix): (s.kv.cached_prefix, p.prefix_rows) for s, p in zip(seqs, prompts)
                      if not s.kv.cached_prefix.filled}.values())
         if new:
@@ -139,27 +145,30 @@ class ModelRunner:
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:
-        return self.predict_stage(self.model.variant("predict", seqs), self._tensor([s.slot for s in seqs]))
+        with self.timeline.stage("predict"):
+            return self.predict_stage(self.model.variant("predict", seqs), self._tensor([s.slot for s in seqs]))
 
     @torch.inference_mode()
     def talk(self, talk: Talk) -> torch.Tensor:
         """The scheduler has taken the KV blocks for the new tokens."""
         seqs = talk.seqs
         self.kv.sync_tables(seqs)
-        return self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]),
-                               self._tensor(talk.text_ids), self._tensor(talk.positions),
-                               self._tensor(talk.allow_eos, torch.bool))
+        with self.timeline.stage("talk"):
+            return self.talk_stage(self.model.variant("talk", seqs), self._tensor([s.slot for s in seqs]),
+                                   self._tensor(talk.text_ids), self._tensor(talk.positions),
+                                   self._tensor(talk.allow_eos, torch.bool))
 
     @torch.inference_mode()
     def decode(self, seqs, codes: torch.Tensor) -> HostCopy:
         slots = self._tensor([s.slot for s in seqs])
         if self.codec_stream is None:
-            return HostCopy(codes, self.decode_stage(None, slots, codes))
+            with self.timeline.stage("decode"):
+                return HostCopy(codes, self.decode_stage(None, slots, codes))
         # the talk graph beside the decode may reuse the predict output's memory
         self.join_decode()
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.codec_stream):
+        with torch.cuda.stream(self.codec_stream), self.timeline.stage("decode"):
             out = HostCopy(codes, self.decode_stage(None, slots, codes))
         slots.record_stream(self.codec_stream)
         return out

@@ -1,10 +1,6 @@
 """One engine step for all active streams: the scheduler's plan through the model's stages (prefill -> predict -> decode
 -> talk), its results applied by the scheduler, the frames read into the playout."""
 import time
-from collections import defaultdict
-from contextlib import contextmanager
-
-import torch
 
 from engine.core.output import AudioOut
 from engine.core.plan import Plan
@@ -23,8 +19,7 @@ class Step:
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)
         self.audio = AudioOut(scheduler, model.audio, clock)
         self.ended = 0.0
-        self.profile = False
-        self.reset_profile()
+        self.steps = 0
 
     @property
     def step_s(self) -> float:
@@ -33,26 +28,6 @@ class Step:
     @property
     def step_ms(self) -> float:
         return self.cost.ms
-
-    def reset_profile(self) -> None:
-        self.stage_s: dict[str, float] = defaultdict(float)
-        self.steps = 0
-
-    def profile_summary(self) -> dict:
-        return dict(steps=self.steps, **{k: round(v * 1000 / max(self.steps, 1), 3) for k, v in self.stage_s.items()})
-
-    @contextmanager
-    def _stage(self, name: str):
-        if not self.profile:
-            yield
-            return
-        if self.model.device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        yield
-        if self.model.device.type == "cuda":
-            torch.cuda.synchronize()
-        self.stage_s[name] += time.perf_counter() - t0
 
     def admit_request(self, seq: Sequence, voices) -> None:
         self.model.prepare(seq, voices)
@@ -70,38 +45,34 @@ class Step:
         runner, sched = self.runner, self.scheduler
         self.steps += 1
         started = time.perf_counter()
-        with self._stage("prefill"):
-            plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
-            sched.schedule(plan, self.clock.monotonic())
-            if plan.admitted:
-                for seq in plan.admitted:
-                    seq.started_at = self.clock.monotonic()
-                runner.start(plan.admitted)
-                self.audio.start(plan.admitted)
-                runner.prefill(plan.admitted, plan.prompts)
-            plan.prefilled = True
+        plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
+        sched.schedule(plan, self.clock.monotonic())
+        if plan.admitted:
+            for seq in plan.admitted:
+                seq.started_at = self.clock.monotonic()
+            runner.start(plan.admitted)
+            self.audio.start(plan.admitted)
+            runner.prefill(plan.admitted, plan.prompts)
+        plan.prefilled = True
         frames = None
         if plan.ready:
-            with self._stage("predict"):
-                codes = runner.predict(plan.ready)
-            with self._stage("decode"):
-                frames = runner.decode(plan.ready, codes)
+            codes = runner.predict(plan.ready)
+            frames = runner.decode(plan.ready, codes)
         talked, ids = self.talked
         self.talked = ([], None)
         kept = sched.update(plan, talked, ids.wait()[0].tolist() if ids is not None else [])
         self.frames_total += sum(kept)
         talk = sched.schedule_talk(plan)
         if talk.seqs:
-            with self._stage("talk"):
-                self.talked = (talk.seqs, HostCopy(runner.talk(talk)))
-        with self._stage("host"):
-            if frames is not None:
-                self.audio.add(plan.ready, kept, frames)
-            now = time.perf_counter()
-            between = started - self.ended if started - self.ended < 0.1 else 0.0
-            self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
-            self.ended = now
-            self.audio.flush(self.step_s, len(plan.admitted))
+            self.talked = (talk.seqs, HostCopy(runner.talk(talk)))
+        if frames is not None:
+            self.audio.add(plan.ready, kept, frames)
+        now = time.perf_counter()
+        between = started - self.ended if started - self.ended < 0.1 else 0.0
+        self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
+        self.ended = now
+        self.audio.flush(self.step_s, len(plan.admitted))
+        runner.timeline.end_step()
 
     def drop_in_flight(self) -> None:
         """After a failed step: its streams admitted and not prefilled wait again."""
