@@ -48,8 +48,9 @@ class Step:
         plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
         sched.schedule(plan, self.clock.monotonic())
         if plan.admitted:
+            taken = self.clock.monotonic()
             for seq in plan.admitted:
-                seq.started_at = self.clock.monotonic()
+                seq.started_at = taken
             runner.start(plan.admitted)
             self.audio.start(plan.admitted)
             runner.prefill(plan.admitted, plan.prompts)
