@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.kernels import conv
+from engine.kernels import conv, snake
 from engine.kernels.registry import TORCH, KernelSettings, ops, select
 
 
@@ -93,3 +93,10 @@ def test_each_compiled_layer_function_traces_once_for_every_batch_and_width(monk
     finally:
         torch._dynamo.reset()
         counters.clear()                   # engines started later in this process report their own compiles
+
+
+def test_snakebeta_rows_past_int32_indexing_go_to_the_torch_op():
+    meta = dict(device="meta")
+    assert snake.fits_snake(torch.empty(2048, 1926, 96, **meta))
+    assert not snake.fits_snake(torch.empty(1, 1 << 24, 96, **meta))            # ~11 minutes of audio in one row
+    assert not snake.fits_snake_after(torch.empty(1, 18, 96, **meta), torch.empty(1, 1 << 24, 96, **meta))

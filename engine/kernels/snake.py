@@ -53,12 +53,15 @@ def _launch(history, x, alpha, beta, bias, pad: int = 0):
     return out
 
 
+MAX_ROW_ELEMENTS = 1 << 30     # a batch row's output indexed in int32 (a streaming decode's rows are ~200 K)
+
+
 def fits_snake(x, *_) -> bool:
-    return x.stride(2) == 1
+    return x.stride(2) == 1 and x.shape[1] * (x.shape[2] + 8) < MAX_ROW_ELEMENTS
 
 
 def fits_snake_after(history, x, *_) -> bool:
-    return x.stride(2) == 1 and history.is_contiguous()
+    return fits_snake(x) and history.is_contiguous() and history.shape[1] * x.shape[2] < MAX_ROW_ELEMENTS
 
 
 def snake(x, alpha, beta, bias=None, pad: int = 0):
