@@ -1,7 +1,8 @@
 """One JSON of a `bench/gpu_gateway.sh` directory: every runK's load_bench.json, /metrics and gauges each second
 (series: name -> [[s, value], ...]), and serve's start-up lines (a device call returns few files). Per run, from the
 scrapes: where its first chunks' time went (`first_chunk`: the cumulative counters' growth over the run, as means in
-ms) and the GPU timeline's medians while streams ran (`gpu_ms`).
+ms; run1's also holds what the server did before it: its warm-up, a KEEP=1 server's earlier runs) and the GPU
+timeline's medians while streams ran (`gpu_ms`).
 
 python3 bench/gather_runs.py DIR OUT.json [--ready-s S]"""
 import argparse

@@ -64,6 +64,18 @@ def test_stages_the_step_and_the_idle_gap_average_and_a_step_is_read_only_once_d
     assert timeline.ms["idle"] == 1.5
 
 
+def test_a_failed_steps_stages_are_dropped_not_merged_into_the_next():
+    Clock.now = 0.0
+    timeline = GpuTimeline(True, FakeEvent)
+    run_stage(timeline, "predict", 30.0)
+    timeline.drop_step()                         # the step raised before its end
+    run_stage(timeline, "predict", 10.0)
+    timeline.end_step()
+    finish(timeline)
+    timeline.end_step()
+    assert timeline.ms == {"predict": 10.0, "step": 10.0}
+
+
 def test_off_the_gpu_it_records_nothing():
     timeline = GpuTimeline(False, FakeEvent)
     run_stage(timeline, "predict", 1.0)

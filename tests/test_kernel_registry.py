@@ -99,4 +99,6 @@ def test_snakebeta_rows_past_int32_indexing_go_to_the_torch_op():
     meta = dict(device="meta")
     assert snake.fits_snake(torch.empty(2048, 1926, 96, **meta))
     assert not snake.fits_snake(torch.empty(1, 1 << 24, 96, **meta))            # ~11 minutes of audio in one row
+    wide = torch.empty(1, 1 << 21, 1024, **meta)[..., :96]                       # a time stride of 1,024
+    assert not snake.fits_snake(wide) and snake.fits_snake(torch.empty(1, 1 << 21, 96, **meta))
     assert not snake.fits_snake_after(torch.empty(1, 18, 96, **meta), torch.empty(1, 1 << 24, 96, **meta))

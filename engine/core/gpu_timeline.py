@@ -32,6 +32,10 @@ class GpuTimeline:
         end.record()
         self.marks.append((name, start, end))
 
+    def drop_step(self) -> None:
+        """A failed step's stages: never read, so they do not merge into the next step's."""
+        self.marks = []
+
     def end_step(self) -> None:
         if self.marks:
             self.done_steps.append(self.marks)

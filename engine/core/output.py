@@ -78,7 +78,7 @@ class AudioOut:
                 continue
             if playout.listener.started and playout.buffered_s(now) <= 0 and s.text.ready():
                 self.dry += 1
-            if not playout.chunks:
+            if not playout.chunks and playout.unsent:      # a stream that ends before a frame sends no first audio
                 self.first_chunks += 1
                 self.to_slot_s += s.started_at - s.arrived_at
                 self.to_first_chunk_s += now - s.started_at

@@ -83,3 +83,4 @@ class Step:
                     self.scheduler.requeue(s)
         self.talked = ([], None)
         self.audio.drop()
+        self.runner.timeline.drop_step()

@@ -57,7 +57,7 @@ MAX_ROW_ELEMENTS = 1 << 30     # a batch row's output indexed in int32 (a stream
 
 
 def fits_snake(x, *_) -> bool:
-    return x.stride(2) == 1 and x.shape[1] * (x.shape[2] + 8) < MAX_ROW_ELEMENTS
+    return x.stride(2) == 1 and x.shape[1] * max(x.shape[2] + 8, x.stride(1)) < MAX_ROW_ELEMENTS
 
 
 def fits_snake_after(history, x, *_) -> bool:
