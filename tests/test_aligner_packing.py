@@ -3,7 +3,7 @@ captured graphs (with the CPU stand-in for CUDA graphs)."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from aligner import Aligner, graphs, layout
 from aligner.audio_encoder import audio_tokens, chunk_tokens
@@ -19,9 +19,11 @@ def aligner():
     return Aligner.load(dummy="tiny", device="cpu", seed=1)
 
 
-def jobs(aligner, seconds: list[float], units: list[int]):
+def jobs(aligner, seconds: list[float], units: list[int] | list[list[str]]):
+    """`units`: each job's unit count (each unit "a") or its units."""
     frames, width = mel_shape([int(s * 24000) for s in seconds], 24000)
-    return frames, width, [aligner._input_ids(audio_tokens(f), ["a"] * n) for f, n in zip(frames, units)]
+    return frames, width, [aligner._input_ids(audio_tokens(f), ["a"] * u if isinstance(u, int) else u)
+                           for f, u in zip(frames, units)]
 
 
 def check_plan(aligner, frames, width, ids) -> list:
@@ -97,11 +99,12 @@ def test_the_issues_mix_scaled_to_four_rows_runs_on_its_graphs(aligner, monkeypa
 @pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.floats(0.05, 9.0), st.integers(1, 30)), min_size=1, max_size=8))
+@example([(1.0, 1), (9.0, 30)])                     # the plan checked must be of these units, not of as many "a"s
 def test_random_mixes_on_the_stand_in_graphs_equal_eager(aligner, monkeypatch, mix):
     items = [(audio(s, i), [f"w{k}" for k in range(n)]) for i, (s, n) in enumerate(mix)]
     with monkeypatch.context() as m:
         eager, captured, calls = align_on_stand_in(aligner, m, items)
-        layouts = aligner.model.plan(*jobs(aligner, [s for s, _ in mix], [n for _, n in mix]))
+        layouts = aligner.model.plan(*jobs(aligner, [s for s, _ in mix], [units for _, units in items]))
     assert captured == eager
     assert not any(calls) or all(b - a == 1 for a, b, _ in layouts)    # eager: only a job alone beyond the graphs
 
