@@ -18,6 +18,12 @@ if triton is not None:
         return libdevice.fast_sinf(r + k * 1.7484556000744487e-07)
 
     @triton.jit
+    def _activate(x, alpha_log, beta_log):
+        """SnakeBeta of float32 `x` with its parameters on log scale (broadcast to x)."""
+        s = _sin(x * tl.exp(alpha_log))
+        return x + s * s * (1.0 / (tl.exp(beta_log) + 1e-9))
+
+    @triton.jit
     def _snake_kernel(out_ptr, x_ptr, hist_ptr, alpha_ptr, beta_ptr, bias_ptr, frames, context, x_batch_stride,
                       x_time_stride, C: tl.constexpr, OUT_C: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
         # flat over one batch row's output [context + frames, OUT_C]: constant widths make the row and column a
@@ -32,10 +38,8 @@ if triton is not None:
                     mask=live & ~old & channel, other=0.0).to(tl.float32)
         if HAS_BIAS:
             x += tl.load(bias_ptr + col, mask=channel, other=0.0).to(tl.float32)
-        alpha = tl.exp(tl.load(alpha_ptr + col, mask=channel, other=0.0).to(tl.float32))
-        inv_beta = 1.0 / (tl.exp(tl.load(beta_ptr + col, mask=channel, other=0.0).to(tl.float32)) + 1e-9)
-        s = _sin(x * alpha)
-        y = x + s * s * inv_beta                                 # past the channels inputs load as 0: y is 0
+        y = _activate(x, tl.load(alpha_ptr + col, mask=channel, other=0.0).to(tl.float32),
+                      tl.load(beta_ptr + col, mask=channel, other=0.0).to(tl.float32))   # past the channels: 0
         h = tl.load(hist_ptr + b * context * C + o, mask=old, other=0.0).to(tl.float32)   # history: OUT_C == C
         y = tl.where(old, h, tl.where(col == C, 1.0, y))         # the bias column
         tl.store(out_ptr + b * (context + frames) * OUT_C + o, y.to(out_ptr.dtype.element_ty), mask=live)

@@ -9,7 +9,7 @@ triton = snake.triton
 if triton is not None:
     import triton.language as tl
 
-    _sin = snake._sin
+    _activate = snake._activate
 
     @triton.jit
     def _snake_residual_kernel(x_ptr, h_ptr, alpha_ptr, beta_ptr, h_bias_ptr, w_ptr, bias_ptr, rows, frames,
@@ -27,10 +27,8 @@ if triton is not None:
             live_k = k < K
             a = tl.load(h_rows + k[None, :], mask=live_r[:, None] & live_k[None, :], other=0.0).to(tl.float32)
             a += tl.load(h_bias_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :]
-            alpha = tl.exp(tl.load(alpha_ptr + k, mask=live_k, other=0.0).to(tl.float32))
-            inv_beta = 1.0 / (tl.exp(tl.load(beta_ptr + k, mask=live_k, other=0.0).to(tl.float32)) + 1e-9)
-            s = _sin(a * alpha[None, :])
-            a = a + s * s * inv_beta[None, :]                  # masked columns load 0 and stay 0
+            a = _activate(a, tl.load(alpha_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :],
+                          tl.load(beta_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :])   # masked: 0
             w = tl.load(w_ptr + n[None, :] * K + k[:, None], mask=live_k[:, None] & live_n[None, :], other=0.0)
             acc = tl.dot(a.to(w.dtype), w, acc, input_precision="ieee" if IEEE else "tf32")
         acc += tl.load(bias_ptr + n, mask=live_n, other=0.0).to(tl.float32)[None, :]
