@@ -50,15 +50,16 @@ def check_snake() -> None:
     worst = 0.0
     for b, t, c, ctx in ((1, 4, 1536, 6), (7, 640, 192, 54), (33, 1920, 96, 18), (5, 160, 384, 0)):
         alpha, beta, bias = (0.3 * torch.randn(c, device="cuda") for _ in range(3))
+        table = layer_math.snake_table(alpha, beta)
         history = torch.randn(b, ctx, c, device="cuda")
         wide = torch.randn(b, t + 3, c, device="cuda")
         for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):
-            pairs = [(snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
-                     (snake.snake(x, alpha, beta, bias), layer_math.snake(x, alpha, beta, bias)),
-                     (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
-                     (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta)),
-                     (snake.snake_after(history, x, alpha, beta, bias),
-                      layer_math.snake_after(history, x, alpha, beta, bias))]
+            pairs = [(snake.snake(x, table), layer_math.snake(x, table)),
+                     (snake.snake(x, table, bias), layer_math.snake(x, table, bias)),
+                     (snake.snake(x, table, bias, 8), layer_math.snake(x, table, bias, 8)),
+                     (snake.snake_after(history, x, table), layer_math.snake_after(history, x, table)),
+                     (snake.snake_after(history, x, table, bias),
+                      layer_math.snake_after(history, x, table, bias))]
             for got, want in pairs:
                 assert got.shape == want.shape
                 worst = max(worst, (got - want).abs().max().item())
@@ -68,12 +69,13 @@ def check_snake() -> None:
         errors = []
         for b, t, c in ((64, 640, 128), (64, 1920, 96)):
             alpha, beta, h_bias, bias = (0.3 * torch.randn(c, device="cuda", dtype=dtype) for _ in range(4))
+            table = layer_math.snake_table(alpha, beta)
             weight = (torch.randn(c, c, device="cuda") / c ** 0.5).to(dtype)
             base = torch.randn(b, t + 8, c, device="cuda", dtype=dtype)
             h = torch.randn(b, t, c, device="cuda", dtype=dtype)
             got, want = base.clone(), base.clone()
-            snake_residual.snake_residual(got[:, 8:], h, alpha, beta, h_bias, weight, bias)
-            layer_math.snake_residual(want[:, 8:], h, alpha, beta, h_bias, weight, bias)
+            snake_residual.snake_residual(got[:, 8:], h, table, h_bias, weight, bias)
+            layer_math.snake_residual(want[:, 8:], h, table, h_bias, weight, bias)
             assert torch.equal(got[:, :8], base[:, :8])
             errors.append(((got - want).float().norm() / (want - base).float().norm()).item())
         print(f"snake residual kernel {dtype}: relative error {max(errors):.2e}")

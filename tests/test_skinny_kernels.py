@@ -129,25 +129,27 @@ from engine.kernels import layer_math, snake, snake_residual
 torch.manual_seed(0)
 for b, t, c, ctx in ((2, 5, 12, 3), (3, 7, 8, 0)):
     alpha, beta, bias = (0.3 * torch.randn(c) for _ in range(3))
+    table = layer_math.snake_table(alpha, beta)
     history, wide = torch.randn(b, ctx, c), torch.randn(b, t + 3, c)
     for x in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):              # contiguous, and time-strided
-        for got, want in ((snake.snake(x, alpha, beta), layer_math.snake(x, alpha, beta)),
-                          (snake.snake(x, alpha, beta, bias, 8), layer_math.snake(x, alpha, beta, bias, 8)),
-                          (snake.snake_after(history, x, alpha, beta), layer_math.snake_after(history, x, alpha, beta)),
-                          (snake.snake_after(history, x, alpha, beta, bias),
-                           layer_math.snake_after(history, x, alpha, beta, bias))):
+        for got, want in ((snake.snake(x, table), layer_math.snake(x, table)),
+                          (snake.snake(x, table, bias, 8), layer_math.snake(x, table, bias, 8)),
+                          (snake.snake_after(history, x, table), layer_math.snake_after(history, x, table)),
+                          (snake.snake_after(history, x, table, bias),
+                           layer_math.snake_after(history, x, table, bias))):
             assert got.shape == want.shape and (got - want).abs().max() < 1e-5, (b, t, c, ctx)
-        padded = snake.snake(x, alpha, beta, bias, 8)
+        padded = snake.snake(x, table, bias, 8)
         assert torch.equal(padded[..., c], torch.ones(b, t)) and not padded[..., c + 1:].any()   # the bias column
 for b, t, k, n in ((2, 5, 12, 12), (3, 70, 40, 24), (1, 9, 96, 100)):     # tails in every block dimension
     alpha, beta, h_bias = (0.3 * torch.randn(k) for _ in range(3))
+    table = layer_math.snake_table(alpha, beta)
     weight, bias = torch.randn(n, k) / k ** 0.5, torch.randn(n)
     base, wide = torch.randn(b, t + 2, n), torch.randn(b, t + 3, k)
     for h in (wide[:, :t].contiguous(), wide[:, 2:2 + t]):
         got, want = base.clone(), base.clone()            # x a time-strided view, as a trimmed conv's output
-        assert snake_residual.fits(got[:, 1:1 + t], h, alpha, beta, h_bias, weight, bias)
-        snake_residual.snake_residual(got[:, 1:1 + t], h, alpha, beta, h_bias, weight, bias)
-        layer_math.snake_residual(want[:, 1:1 + t], h, alpha, beta, h_bias, weight, bias)
+        assert snake_residual.fits(got[:, 1:1 + t], h, table, h_bias, weight, bias)
+        snake_residual.snake_residual(got[:, 1:1 + t], h, table, h_bias, weight, bias)
+        layer_math.snake_residual(want[:, 1:1 + t], h, table, h_bias, weight, bias)
         assert (got - want).abs().max() < 1e-4 and not torch.equal(got, base), (b, t, k, n)
         assert torch.equal(got[:, 0], base[:, 0]) and torch.equal(got[:, -1], base[:, -1])   # outside x: untouched
 """

@@ -36,21 +36,28 @@ def attention_output_and_mlp(x, attn, wo, norm_w, w_gate_up, w_down, eps: float)
     return x + linear(F.silu(gate) * up, w_down)
 
 
-def snake(x, alpha, beta, bias=None, pad: int = 0):
-    """Parameters on log scale; `pad`: columns after the channels, the first 1 and the rest 0 (a GEMM's bias row)."""
+def snake_table(alpha, beta) -> torch.Tensor:
+    """SnakeBeta's parameters (log scale) as the kernels take them, [2, C] in float32 or wider: exp(alpha),
+    1 / (exp(beta) + eps)."""
+    alpha, beta = (p.to(torch.promote_types(p.dtype, torch.float32)) for p in (alpha, beta))
+    return torch.stack([alpha.exp(), 1.0 / (beta.exp() + 1e-9)])
+
+
+def snake(x, table, bias=None, pad: int = 0):
+    """`table`: snake_table's; `pad`: columns after the channels, the first 1 and the rest 0 (a GEMM's bias row)."""
     if bias is not None:
         x = x + bias
-    y = x + torch.sin(x * alpha.exp()).pow(2) * (1.0 / (beta.exp() + 1e-9))
+    y = x + (torch.sin(x * table[0]).pow(2) * table[1]).to(x.dtype)
     return torch.cat([y, y.new_ones(*y.shape[:-1], 1), y.new_zeros(*y.shape[:-1], pad - 1)], dim=-1) if pad else y
 
 
-def snake_residual(x, h, alpha, beta, h_bias, weight, bias, snake=snake):
+def snake_residual(x, h, table, h_bias, weight, bias, snake=snake):
     """x += snake(h + h_bias) @ weight^T + bias, in place: the bias rides the GEMM as a weight row, the residual is its
     accumulator. `snake`: the op that activates (the chosen kernel, with its bias column)."""
-    h = snake(h, alpha, beta, h_bias, BIAS_PAD)
+    h = snake(h, table, h_bias, BIAS_PAD)
     rows = torch.cat([weight.T, bias[None], bias.new_zeros(BIAS_PAD - 1, len(bias))])
     return torch.baddbmm(x, h, rows.expand(len(x), -1, -1), out=x)
 
 
-def snake_after(history, x, alpha, beta, bias=None):
-    return torch.cat([history, snake(x, alpha, beta, bias)], dim=1)
+def snake_after(history, x, table, bias=None):
+    return torch.cat([history, snake(x, table, bias)], dim=1)

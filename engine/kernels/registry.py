@@ -12,9 +12,9 @@ from engine.kernels import (conv, dense_attention, few_row_layer, fp8_linear, la
 log = logging.getLogger("qwen_tts_engine")
 
 
-def snake_then_gemm(x, h, alpha, beta, h_bias, weight, bias):
+def snake_then_gemm(x, h, table, h_bias, weight, bias):
     """A residual unit's tail unfused: the SnakeBeta op chosen (Triton, compiled or torch), then cuBLAS's GEMM."""
-    return layer_math.snake_residual(x, h, alpha, beta, h_bias, weight, bias, snake=ops.snake)
+    return layer_math.snake_residual(x, h, table, h_bias, weight, bias, snake=ops.snake)
 
 
 TORCH = dict(rms_norm=layer_math.rms_norm, attention_inputs=layer_math.attention_inputs,

@@ -12,7 +12,7 @@ if triton is not None:
     _activate = snake._activate
 
     @triton.jit
-    def _snake_residual_kernel(x_ptr, h_ptr, alpha_ptr, beta_ptr, h_bias_ptr, w_ptr, bias_ptr, rows, frames,
+    def _snake_residual_kernel(x_ptr, h_ptr, table_ptr, h_bias_ptr, w_ptr, bias_ptr, rows, frames,
                                K: tl.constexpr, N, x_batch_stride, x_time_stride, h_batch_stride, h_time_stride,
                                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                BLOCK_K: tl.constexpr):
@@ -27,8 +27,8 @@ if triton is not None:
             live_k = k < K
             a = tl.load(h_rows + k[None, :], mask=live_r[:, None] & live_k[None, :], other=0.0).to(tl.float32)
             a += tl.load(h_bias_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :]
-            a = _activate(a, tl.load(alpha_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :],
-                          tl.load(beta_ptr + k, mask=live_k, other=0.0).to(tl.float32)[None, :])   # masked: 0
+            a = _activate(a, tl.load(table_ptr + k, mask=live_k, other=0.0)[None, :],
+                          tl.load(table_ptr + K + k, mask=live_k, other=0.0)[None, :])   # masked columns: 0
             w = tl.load(w_ptr + n[None, :] * K + k[:, None], mask=live_k[:, None] & live_n[None, :], other=0.0)
             acc = tl.dot(a.to(w.dtype), w, acc, input_precision="ieee" if IEEE else "tf32")
         acc += tl.load(bias_ptr + n, mask=live_n, other=0.0).to(tl.float32)[None, :]
@@ -41,16 +41,16 @@ if triton is not None:
 MAX_CHANNELS = 128       # at 192 channels cuBLAS and the SnakeBeta pass won (H200: 466 against 857 us)
 
 
-def fits(x, h, alpha, beta, h_bias, weight, bias) -> bool:
+def fits(x, h, table, h_bias, weight, bias) -> bool:
     return x.stride(2) == 1 and h.stride(2) == 1 and weight.is_contiguous() and \
         max(weight.shape) <= MAX_CHANNELS and weight.dtype == h.dtype
 
 
-def snake_residual(x, h, alpha, beta, h_bias, weight, bias):
+def snake_residual(x, h, table, h_bias, weight, bias):
     """x [B, T, N] (added to in place), h [B, T, K], weight [N, K]: all N in one tile (N <= MAX_CHANNELS)."""
     batch, frames, n = x.shape
     _snake_residual_kernel[(triton.cdiv(batch * frames, 64),)](
-        x, h, alpha, beta, h_bias, weight, bias, batch * frames, frames, h.shape[2], n, x.stride(0), x.stride(1),
+        x, h, table, h_bias, weight, bias, batch * frames, frames, h.shape[2], n, x.stride(0), x.stride(1),
         h.stride(0), h.stride(1), IEEE=x.dtype == torch.float32, BLOCK_M=64, BLOCK_N=triton.next_power_of_2(n),
         BLOCK_K=32, num_warps=4, num_stages=4)
     return x

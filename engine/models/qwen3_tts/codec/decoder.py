@@ -24,7 +24,7 @@ class ResidualUnit(nn.Module):
         h = self.conv1(x, slots, self.act1, with_bias=False, input_bias=bias)
         c = self.conv2.conv
         total = c.bias if bias is None else c.bias + bias
-        return ops.snake_residual(x, h, self.act2.alpha, self.act2.beta, self.conv1.conv.bias, c.weight[:, :, 0], total)
+        return ops.snake_residual(x, h, self.act2.table, self.conv1.conv.bias, c.weight[:, :, 0], total)
 
 
 class UpsampleBlock(nn.Module):
@@ -80,6 +80,8 @@ class CodecDecoder(nn.Module):
         for module in self.modules():
             if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d)):
                 channels_last(module)
+            elif isinstance(module, SnakeBeta):
+                module.pack()
 
     def reset(self, slots: torch.Tensor):
         for module in self.modules():

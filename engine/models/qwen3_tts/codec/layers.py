@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.kernels.layer_math import snake_table
 from engine.kernels.registry import ops
 
 
@@ -45,7 +46,7 @@ class Stateful(nn.Module):
         if not self.context:
             return x if act is None else act(x)
         history = self.read_state("history", slots, x, self.context + lead)
-        x = ops.snake_after(history, x, act.alpha, act.beta, bias) if act is not None else torch.cat([history, x], 1)
+        x = ops.snake_after(history, x, act.table, bias) if act is not None else torch.cat([history, x], 1)
         kept = self.state_specs["history"][0][0]
         self.write_state("history", slots, x[:, x.shape[1] - kept:])
         return x
@@ -104,9 +105,16 @@ class SnakeBeta(nn.Module):
         super().__init__()
         self.alpha = nn.Parameter(torch.zeros(channels))
         self.beta = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("table", torch.zeros(2, channels), persistent=False)
+        self.register_load_state_dict_post_hook(lambda module, _: module.pack())
+
+    @torch.no_grad()
+    def pack(self) -> None:
+        """After its parameters change (a load does it): the kernels' table of them."""
+        self.table = snake_table(self.alpha, self.beta)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ops.snake(x, self.alpha, self.beta)
+        return ops.snake(x, self.table)
 
 
 class ConvNeXtBlock(nn.Module):
