@@ -110,8 +110,13 @@ class SnakeBeta(nn.Module):
 
     @torch.no_grad()
     def pack(self) -> None:
-        """After its parameters change (a load does it): the kernels' table of them."""
-        self.table = snake_table(self.alpha, self.beta)
+        """After its parameters change (a load does it): the kernels' table of them, in place where it can be (a
+        captured graph holds its address)."""
+        table = snake_table(self.alpha, self.beta)
+        if table.dtype == self.table.dtype and table.device == self.table.device:
+            self.table.copy_(table)
+        else:
+            self.table = table
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return ops.snake(x, self.table)
