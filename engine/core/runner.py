@@ -172,12 +172,12 @@ class ModelRunner:
                 return HostCopy(codes, self.decode_stage(None, slots, codes))
         # the talk graph beside the decode may reuse the predict output's memory
         self.join_decode()
+        self.decoding = {s.slot for s in seqs}          # before the launch: a decode that raises may have run some
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.codec_stream), self.timeline.stage("decode"):
             out = HostCopy(codes, self.decode_stage(None, slots, codes))
         slots.record_stream(self.codec_stream)
-        self.decoding = {s.slot for s in seqs}
         return out
 
     def join_decode(self) -> None:
