@@ -26,7 +26,7 @@ def hollow(model, audio: AudioFormat = FULL_AUDIO):
         spoken = allow_eos & (text_ids == model.text_pad) & (positions >= FRAMES_PER_ID * model.text_end[slots])
         return torch.where(spoken, model.eos, 0)
 
-    model.allocate, model.reset = allocate, reset
+    model.allocate, model.reset, model.reset_uses_scratch = allocate, reset, lambda seqs: False
     model.prefill = lambda rows, positions, kv: rows
     model.first = lambda slots, hidden, variant: torch.zeros(len(slots), dtype=torch.int64)
     model.talk, model.predict = talk, lambda slots, variant: model.codes[:len(slots)]

@@ -68,6 +68,9 @@ class StubModel:
     def reset(self, slots, seqs) -> None:
         self.c0[slots] = 0
 
+    def reset_uses_scratch(self, seqs) -> bool:
+        return False
+
     def prefill(self, rows, positions, kv):
         return rows
 
@@ -103,3 +106,23 @@ def test_a_stub_model_streams_through_the_unchanged_scheduler_runner_and_engine_
             assert [c.sample_offset for c in chunks] == [4 * c.frame_offset for c in chunks]
     finally:
         engine.shutdown()
+
+
+def test_a_stream_starts_beside_the_decode_in_flight_unless_its_slot_is_decoding_or_its_reset_uses_the_scratch():
+    model = StubModel()
+    runner, joins = Engine(model, max_active=4, kv_tokens_per_stream=64).runner, []
+
+    def join():
+        joins.append(set(runner.decoding))
+        runner.decoding = set()
+
+    runner.join_decode = join
+    runner.decoding = {0, 1}                         # the last decode's streams, still on the side stream
+    runner.start([SimpleNamespace(slot=2)])
+    assert joins == []
+    runner.start([SimpleNamespace(slot=3), SimpleNamespace(slot=1)])     # slot 1's previous stream is decoding
+    assert joins == [{0, 1}] and runner.decoding == set()
+    runner.decoding = {0}
+    model.reset_uses_scratch = lambda seqs: True     # e.g. a clone voice's first stream primes the scratch slot
+    runner.start([SimpleNamespace(slot=2)])
+    assert joins == [{0, 1}, {0}]

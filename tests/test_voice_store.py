@@ -4,6 +4,7 @@ by one is seen by the others within a second (a cached voice costs a dict lookup
 second); the derived caches are built again after a load."""
 import os
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -96,3 +97,13 @@ def test_a_cached_voice_costs_a_lookup_and_its_use_is_recorded_off_the_calling_t
     clock.advance(RECHECK_S)
     assert b.voices.get("dee") is voice and touched.wait(30)
     assert len([path for path in stats if "dee" in path]) == 1 and threading.current_thread() not in touched_on
+
+
+def test_only_a_clone_voices_first_stream_resets_on_the_scratch_slot(engines):
+    (a, _), _, _ = engines
+    a.register_voice("cid", reference(210)).result(60)
+    seq = SimpleNamespace(conditioning=SimpleNamespace(voice=a.voices.get("cid")))
+    plain = SimpleNamespace(conditioning=SimpleNamespace(voice=SimpleNamespace(ref_codes=None, codec_state=None)))
+    assert a.model.reset_uses_scratch([plain, seq]) and not a.model.reset_uses_scratch([plain])
+    codes(a, "cid")                                          # its first stream primes the voice's codec state
+    assert a.voices.get("cid").codec_state is not None and not a.model.reset_uses_scratch([seq])

@@ -42,6 +42,7 @@ class ModelRunner:
         self.first_stage = StagedGraphs(self._first_core, [s, 0], buckets, graphs, pool)
         self.prefill_stage = StagedGraphs(self._prefill_core, [0, s, 0], PREFILL_BUCKETS, graphs, pool)
         self.timeline = GpuTimeline(self.device.type == "cuda")
+        self.decoding: set[int] = set()      # the slots of the decode in flight beside the main stream
 
     def _tensor(self, values, dtype=torch.int64):
         return upload(values, dtype, self.device)
@@ -102,9 +103,14 @@ class ModelRunner:
 
     @torch.inference_mode()
     def start(self, seqs) -> None:
-        self.join_decode()                   # a slot's last decode (its previous stream's) may still run
+        """Only a slot whose previous stream is still decoding, or a reset on the scratch slot, waits for the decode
+        in flight: under churn a step admits streams every time, and the wait kept the decode from running beside
+        the next step's prefill and predict."""
+        slots = [s.slot for s in seqs]
+        if self.decoding.intersection(slots) or self.model.reset_uses_scratch(seqs):
+            self.join_decode()
         with self.timeline.stage("start"):
-            self.model.reset(self._tensor([s.slot for s in seqs]), seqs)
+            self.model.reset(self._tensor(slots), seqs)
 
     def _predict_core(self, variant, slots):
         return self.model.predict(slots, variant)
@@ -166,6 +172,7 @@ class ModelRunner:
                 return HostCopy(codes, self.decode_stage(None, slots, codes))
         # the talk graph beside the decode may reuse the predict output's memory
         self.join_decode()
+        self.decoding = {s.slot for s in seqs}          # before the launch: a decode that raises may have run some
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.codec_stream), self.timeline.stage("decode"):
@@ -177,3 +184,4 @@ class ModelRunner:
         """Work queued from now on follows the last decode."""
         if self.codec_stream is not None:
             torch.cuda.current_stream().wait_stream(self.codec_stream)
+        self.decoding = set()

@@ -86,6 +86,9 @@ class Model(Protocol):
 
     def reset(self, slots: torch.Tensor, seqs: list) -> None: ...
 
+    def reset_uses_scratch(self, seqs) -> bool: ...            # reset() runs stages on the scratch slot, which a
+                                                                # decode beside it pads with
+
     def prefill(self, rows, positions, kv) -> torch.Tensor: ...
 
     def first(self, slots, hidden, variant) -> torch.Tensor: ...

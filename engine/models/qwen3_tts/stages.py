@@ -42,6 +42,11 @@ class TalkerStages:
         if clones:
             self._load_primed(clones)
 
+    def reset_uses_scratch(self, seqs) -> bool:
+        """A clone voice's first stream primes its codec state in the scratch slot."""
+        return any(s.conditioning.voice.ref_codes is not None and s.conditioning.voice.codec_state is None
+                   for s in seqs)
+
     def _load_primed(self, seqs) -> None:
         """Primed once per voice in the scratch slot, then copied into the new streams' slots."""
         voices = list({id(s.conditioning.voice): s.conditioning.voice for s in seqs}.values())
