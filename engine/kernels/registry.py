@@ -41,7 +41,7 @@ class KernelSettings:
     triton: bool = True
     few_rows: int = few_row_layer.TILE_ROWS
     side_decode: bool = True
-    conv_search: int = 3       # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
+    conv_search: int = 10      # cuDNN algorithms timed per convolution shape at capture (0: its heuristic's pick)
     conv_search_past: int = 512    # the codec's batches up to this take the heuristic's pick (searched: ~0.5 s a graph)
     codec_conv: str = "cudnn"  # the codec decoder's convolutions: "cudnn", or "gemm" (cuBLAS matmuls, no search)
     kv_cache: str = "auto"     # the talker's KV cache: "auto" (the model's dtype) or "fp8" (half the bytes a token)
