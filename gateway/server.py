@@ -19,8 +19,8 @@ from .session import Session
 
 STATIC = Path(__file__).parent / "static"           # the playground's page, script and style
 GPU_STAGES = {      # the engine's GPU timeline, moving averages over its recent steps (CUDA only)
-    "step": "GPU ms of a step, its first stage's start to its last end (the side stream's decode included)",
-    "idle": "GPU ms idle before a step (the host not ahead of the device)",
+    "step": "GPU ms of a step on the main stream, its first stage's start to its last end (the side decode apart)",
+    "idle": "GPU ms the main stream waits before a step (the host not ahead of the device)",
     **{stage: f"GPU ms of the step's {stage} stage" for stage in ("start", "prefill", "predict", "decode", "talk")}}
 
 

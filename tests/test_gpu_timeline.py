@@ -1,5 +1,5 @@
-"""The GPU timeline's averages from events on a clock the test moves: each stage, the step's span across streams,
-the idle gap before a step, and steps read only once all their events are done (no sync)."""
+"""The GPU timeline's averages from events on a clock the test moves: each stage, the main stream's span and idle gap
+before a step (the side decode apart), and steps read only once all their events are done (no sync)."""
 from engine.core import gpu_timeline
 from engine.core.gpu_timeline import GpuTimeline
 
@@ -23,14 +23,14 @@ class FakeEvent:
         return other.t - self.t
 
 
-def run_stage(timeline, name, ms):
-    with timeline.stage(name):
+def run_stage(timeline, name, ms, side=False):
+    with timeline.stage(name, side):
         Clock.now += ms
 
 
 def finish(timeline):
     for marks in timeline.done_steps:
-        for _, start, end in marks:
+        for _, start, end, _ in marks:
             start.done = end.done = True
 
 
@@ -83,15 +83,17 @@ def test_off_the_gpu_it_records_nothing():
     assert timeline.ms == {} and not timeline.done_steps
 
 
-def test_a_step_that_starts_while_the_last_decode_runs_has_no_idle_gap():
+def test_the_side_decode_counts_as_itself_and_neither_in_the_step_nor_the_idle_gap(monkeypatch):
+    monkeypatch.setattr(gpu_timeline, "NEWEST", 0.5)
     Clock.now = 0.0
     timeline = GpuTimeline(True, FakeEvent)
-    run_stage(timeline, "decode", 20.0)
+    run_stage(timeline, "predict", 10.0)
+    run_stage(timeline, "decode", 20.0, side=True)    # 10 -> 30 on the side stream
     timeline.end_step()
-    Clock.now -= 4.0                              # the next step's first stage starts before the side decode ends
+    Clock.now = 12.0                                  # the next step's first stage, 2 ms after the main stream's last
     run_stage(timeline, "predict", 8.0)
     finish(timeline)
     timeline.end_step()
     finish(timeline)
     timeline.end_step()
-    assert timeline.ms["idle"] == 0.0
+    assert timeline.ms == {"predict": 9.0, "decode": 10.0, "step": 9.0, "idle": 2.0}

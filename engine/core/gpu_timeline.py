@@ -1,6 +1,7 @@
 """Where the device's time goes under load, with no sync: CUDA events around each stage of a step, read once done.
-Moving averages in ms: each stage, `step` (its first stage's start to its last end, the side stream's decode
-included) and `idle` (the device's gap before the step: the host not ahead)."""
+Moving averages in ms: each stage, `step` (the main stream's span: its first stage's start to its last end) and `idle`
+(the main stream's gap before the step: the host not ahead). A side stream's stage (the decode) overlaps the next
+step's, so it counts only as itself: with it, a span would add the overlap to the step."""
 from collections import deque
 from contextlib import contextmanager
 
@@ -20,8 +21,8 @@ class GpuTimeline:
         self.steps = 0
 
     @contextmanager
-    def stage(self, name: str):
-        """On the current stream: a stage's work launched inside."""
+    def stage(self, name: str, side: bool = False):
+        """On the current stream: a stage's work launched inside; `side`: not the main stream."""
         if not self.on:
             yield
             return
@@ -30,7 +31,7 @@ class GpuTimeline:
         yield
         end = self.event()
         end.record()
-        self.marks.append((name, start, end))
+        self.marks.append((name, start, end, side))
 
     def drop_step(self) -> None:
         """A failed step's stages: never read, so they do not merge into the next step's."""
@@ -40,20 +41,22 @@ class GpuTimeline:
         if self.marks:
             self.done_steps.append(self.marks)
             self.marks = []
-        while self.done_steps and all(end.query() for _, _, end in self.done_steps[0]):
+        while self.done_steps and all(end.query() for _, _, end, _ in self.done_steps[0]):
             self._read(self.done_steps.popleft())
 
     def _read(self, marks: list) -> None:
-        first = marks[0][1]
         per_stage: dict[str, float] = {}
-        for name, start, end in marks:
+        for name, start, end, _ in marks:
             per_stage[name] = per_stage.get(name, 0.0) + start.elapsed_time(end)
-        last = max((end for _, _, end in marks), key=first.elapsed_time)
-        per_stage["step"] = first.elapsed_time(last)
-        gap = self.last_end.elapsed_time(first) if self.last_end is not None else BUSY_GAP_MS
-        if gap < BUSY_GAP_MS:
-            per_stage["idle"] = max(0.0, gap)
-        self.last_end = last
+        main = [(start, end) for _, start, end, side in marks if not side]
+        if main:
+            first = main[0][0]
+            last = max((end for _, end in main), key=first.elapsed_time)
+            per_stage["step"] = first.elapsed_time(last)
+            gap = self.last_end.elapsed_time(first) if self.last_end is not None else BUSY_GAP_MS
+            if gap < BUSY_GAP_MS:
+                per_stage["idle"] = max(0.0, gap)
+            self.last_end = last
         self.steps += 1
         for name, ms in per_stage.items():
             self.ms[name] = ms if name not in self.ms else (1 - NEWEST) * self.ms[name] + NEWEST * ms

@@ -175,7 +175,7 @@ class ModelRunner:
         self.decoding = {s.slot for s in seqs}          # before the launch: a decode that raises may have run some
         codes = self.frame_codes[:len(seqs)].copy_(codes)
         self.codec_stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.codec_stream), self.timeline.stage("decode"):
+        with torch.cuda.stream(self.codec_stream), self.timeline.stage("decode", side=True):
             out = HostCopy(codes, self.decode_stage(None, slots, codes))
         slots.record_stream(self.codec_stream)
         return out
