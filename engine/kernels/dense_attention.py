@@ -69,5 +69,5 @@ def dense_attention(q, k, v, cache_k, cache_v, start: int, scale: float):
         KV_HEADS=kv_heads, GROUP=heads // kv_heads, D=d, NEW=triton.next_power_of_2(n),
         ROWS=max(16, triton.next_power_of_2(heads // kv_heads * n)),
         POSITIONS=max(16, triton.next_power_of_2(positions)),
-        IEEE=q.dtype == torch.float32, num_warps=4)
+        IEEE=q.dtype == torch.float32, num_warps=1)     # H200, 2,048 streams: 37.5 us a call, 55.6 with 4 warps
     return out
