@@ -80,7 +80,7 @@ def test_the_core_dispatches_every_front_end_message_by_its_type():
     batch = [Hello(os.getpid()), AddRequest(ID_SPAN, "req"), AppendText(ID_SPAN, "hi"), CloseText(ID_SPAN),
              CancelRequest(ID_SPAN + 1), RegisterVoice(1, "new", "ref"), DeleteVoice(2, "old"),
              Align(3, np.zeros(4, np.float32), ["a"], 1.5), Shutdown()]
-    core.receive(b"p", pickle.dumps(batch))
+    core.receive(b"p", wire.dumps(batch))
     seq, *ops = engine.applied[0]
     assert len(engine.applied) == 1 and seq[:3] == ("seq", ID_SPAN, "req") and ops == batch[2:5]
     seq[3].deliver(AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True))
@@ -92,16 +92,16 @@ def test_the_core_dispatches_every_front_end_message_by_its_type():
     assert messages[6] == Answer(3, ("times", ["a"], 1.5)) and stopped == [True]
     assert isinstance(messages[7], Chunk) and messages[7].id == ID_SPAN and messages[7].chunk.final
     assert messages[8] == Failed(ID_SPAN, Failure("full", "busy"))
-    core.receive(b"q", pickle.dumps([Hello(os.getpid())]))
+    core.receive(b"q", wire.dumps([Hello(os.getpid())]))
     assert sent[-2][1].first_id == 2 * ID_SPAN                  # another front end, another range of ids
 
 
 def test_a_front_end_that_died_has_its_open_requests_cancelled_and_nothing_else():
     engine, sent, stopped, core = dispatch_with()
     gone, alive = subprocess.Popen(["sleep", "60"]), os.getpid()
-    core.receive(b"gone", pickle.dumps([Hello(gone.pid), AddRequest(ID_SPAN, "a"), AddRequest(ID_SPAN + 1, "b"),
+    core.receive(b"gone", wire.dumps([Hello(gone.pid), AddRequest(ID_SPAN, "a"), AddRequest(ID_SPAN + 1, "b"),
                                         AddRequest(ID_SPAN + 2, "c")]))
-    core.receive(b"alive", pickle.dumps([Hello(alive), AddRequest(2 * ID_SPAN, "d")]))
+    core.receive(b"alive", wire.dumps([Hello(alive), AddRequest(2 * ID_SPAN, "d")]))
     ended = engine.applied[0][1][3]
     ended.deliver(AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True))
     core.reap()
@@ -120,12 +120,14 @@ def done(result):
     return future
 
 
-@pytest.mark.parametrize("data", [b"not a pickle", pickle.dumps({"a": 1}), pickle.dumps([("append", 1, "x")]),
-                                  pickle.dumps([ValueError("x"), None, 3])])
-def test_malformed_or_unknown_input_leaves_the_core_running(data):
+# the last: an array sent out of band, its frame missing
+@pytest.mark.parametrize("frames", [[b"not a pickle"], [pickle.dumps({"a": 1})], [pickle.dumps([("append", 1, "x")])],
+                                    [pickle.dumps([ValueError("x"), None, 3])], [], [b""],
+                                    [pickle.dumps([np.zeros(1 << 17)], protocol=5, buffer_callback=lambda b: False)]])
+def test_malformed_or_unknown_input_leaves_the_core_running(frames):
     engine, sent, stopped, core = dispatch_with()
-    core.receive(b"p", data)
-    core.receive(b"p", pickle.dumps([AddRequest(5, "bad"), Align(6, None, [], None), AddRequest(7, "req")]))
+    core.receive(b"p", frames)
+    core.receive(b"p", wire.dumps([AddRequest(5, "bad"), Align(6, None, [], None), AddRequest(7, "req")]))
     assert sent == [(b"p", Failed(5, Failure("bad request", "invalid_request"))),
                     (b"p", Answer(6, Failure("this engine core has no aligner")))]
     assert [c[0][:2] for c in engine.applied] == [("seq", 7)] and not stopped
@@ -191,3 +193,12 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
     engine.inbox.put(Batch([CancelRequest(2), AppendText(2, " after cancel"), AddRequest(3, None)]))
     engine.thread.drain()
     assert engine.thread.errors == 2 and b.finish_reason == "cancelled" and list(engine.thread.seqs) == [1]
+
+
+def test_a_batch_carries_large_arrays_out_of_band_and_back_read_only():
+    pcm, codes = np.arange(1 << 15, dtype=np.float32), np.arange(32, dtype=np.int64).reshape(2, 16)
+    frames = wire.dumps([Chunk(ID_SPAN, AudioChunk(pcm, codes, 0, 0, False)), Hello(7)])
+    assert len(frames) == 2 and frames[1].raw().nbytes == pcm.nbytes        # the PCM its own frame, the codes inside
+    chunk, hello = wire.loads([bytes(f) for f in frames])                   # as the socket hands frames over
+    assert np.array_equal(chunk.chunk.pcm, pcm) and np.array_equal(chunk.chunk.codes, codes) and hello == Hello(7)
+    assert not chunk.chunk.pcm.flags.writeable

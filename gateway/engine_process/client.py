@@ -99,7 +99,7 @@ class EngineClient:
     def _flush(self) -> None:
         messages = self.batch.take(asyncio.get_running_loop().time())
         if not self.failure:            # never blocks: no high-water mark, and a pipe from connect() on
-            self.sender.send(wire.dumps(messages), copy=False)
+            self.sender.send_multipart(wire.dumps(messages), copy=False)
             self.sock.get(zmq.EVENTS)   # a read the send's processing signalled reaches the waiting recv (edge FD)
 
     def call(self, msg, future=None, dropped=None):
@@ -118,8 +118,8 @@ class EngineClient:
     async def _read(self) -> None:
         while True:
             try:
-                data = await asyncio.wait_for(self.sock.recv(), SILENCE_S if self.ready.done() else None)
-                self._dispatch(wire.loads(data))
+                frames = await asyncio.wait_for(self.sock.recv_multipart(), SILENCE_S if self.ready.done() else None)
+                self._dispatch(wire.loads(frames))
             except asyncio.CancelledError:
                 raise
             except asyncio.TimeoutError:

@@ -32,10 +32,10 @@ class Dispatch:
         self.pids: dict[bytes, int] = {}       # each front end's process
         self.open: dict[bytes, set[int]] = {}  # each front end's requests that have not ended
 
-    def receive(self, peer: bytes, data: bytes) -> None:
+    def receive(self, peer: bytes, frames: list) -> None:
         """A front end's batch: its requests' commands go to the engine in one batch, in order; the rest answered."""
         try:
-            messages = wire.loads(data)
+            messages = wire.loads(frames)
         except Exception:
             return log.exception("a batch from a front end could not be read")
         commands = []

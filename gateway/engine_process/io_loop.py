@@ -42,10 +42,10 @@ class CoreIOLoop:
                 os.read(self.wake_r, 4096)
             while self.sock in events:
                 try:
-                    peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+                    peer, *frames = self.sock.recv_multipart(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                self.dispatch.receive(peer, data)
+                self.dispatch.receive(peer, frames)
             if time.monotonic() >= next_stats:
                 next_stats = time.monotonic() + STATS_S
                 self.dispatch.reap()
@@ -85,7 +85,7 @@ class CoreIOLoop:
         except queue.Empty:
             pass
         for peer, msgs in batches.items():
-            self.sock.send_multipart([peer, wire.dumps(msgs)])
+            self.sock.send_multipart([peer, *wire.dumps(msgs)])
 
     def close(self) -> None:
         if self.aligner is not None:

@@ -1,16 +1,24 @@
-"""A batch of messages (messages.py, engine.api.commands) as the socket carries it: one pickled list."""
+"""A batch of messages (messages.py, engine.api.commands) as the socket carries it: one pickled list, its large arrays
+(a chunk's PCM) out of band, each a frame of its own: never copied into the pickle, nor out of it."""
 import pickle
 from pathlib import Path
 
 import zmq
 
 
-def dumps(messages: list) -> bytes:
-    return pickle.dumps(messages, protocol=pickle.HIGHEST_PROTOCOL)
+IN_BAND = 1 << 16        # smaller buffers ride inside the pickle: a frame of their own would cost more than their copy
 
 
-def loads(data: bytes) -> list:
-    messages = pickle.loads(data)
+def dumps(messages: list) -> list:
+    """The batch's frames: the pickle, then its out-of-band buffers."""
+    buffers = []
+    head = pickle.dumps(messages, protocol=5, buffer_callback=lambda b: b.raw().nbytes < IN_BAND or buffers.append(b))
+    return [head, *buffers]
+
+
+def loads(frames: list) -> list:
+    """Arrays sent out of band come back read-only, over the received frames' memory."""
+    messages = pickle.loads(frames[0], buffers=frames[1:])
     if not isinstance(messages, list):
         raise ValueError(f"a batch is a list of messages, not {type(messages).__name__}")
     return messages
