@@ -78,7 +78,8 @@ class LoadedModel(TalkerStages, RequestLayout):
     @torch.inference_mode()
     @torch.backends.cudnn.flags(enabled=True, benchmark=False)   # each clip a new length: no per-length search
     def make_voice(self, ref: VoiceRef) -> Voice:
-        audio = resample(np.asarray(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
+        # a copy of its own: audio over IPC arrives read-only, and torch.from_numpy warns of that
+        audio = resample(np.array(ref.audio, dtype=np.float32).reshape(-1), ref.sample_rate, SAMPLE_RATE)
         xvector = self.tts.speaker_encoder.embed(torch.from_numpy(audio))
         codes, ids = None, None
         if not ref.x_vector_only:
