@@ -4,9 +4,9 @@
 # Everything lands in ${OUT:-bench/results}/NAME (serve.log, runK/load_bench.json, runK/metrics.txt: /metrics after
 # the run, runK/series.txt: the engine's gauges each second through it, profile-*.txt); PROFILE_RUN=K samples run K
 # (default none) for PROFILE_S seconds (default 20) after PROFILE_AFTER seconds (default 25), at PROFILE_HZ (default
-# 20): py-spy pauses each process it samples, and at 100 Hz over every serve process it took 1,024 contexts at 1
-# character / 5 ms from 98.2% to 15.7% fully viable. KEEP=1 leaves serve running (in its own session) for the next
-# call on the warm machine, which reuses it (its SERVE ARGS unread).
+# 20; PROFILE_FLAGS: py-spy's own, e.g. "--native --gil"): py-spy pauses each process it samples, and at 100 Hz over
+# every serve process it took 1,024 contexts at 1 character / 5 ms from 98.2% to 15.7% fully viable. KEEP=1 leaves
+# serve running (in its own session) for the next call on the warm machine, which reuses it (its SERVE ARGS unread).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 name=$1 serve=$2
@@ -40,7 +40,7 @@ for load in "$@"; do
     if [ "$run" = "${PROFILE_RUN:-0}" ] && command -v py-spy > /dev/null; then
         sleep "${PROFILE_AFTER:-25}"
         for p in $pid $(pgrep -P $pid); do        # the front ends and the engine core (its child)
-            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r "${PROFILE_HZ:-20}" --format raw --threads \
+            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r "${PROFILE_HZ:-20}" --format raw --threads ${PROFILE_FLAGS:-} \
                 -o "$out/profile-$p.txt" > /dev/null 2>&1 &
         done
     fi
