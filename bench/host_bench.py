@@ -1,9 +1,11 @@
 """The engine thread's host work per step at many streamed streams, the model's device work taken out (a
 diagnostic on the CPU, not a GPU figure): the real scheduler, runner, step and output path over a hollow model
 (bench/hollow_model.py), text arriving in pieces as the gateway delivers it (one Batch of AppendText per tick),
-listeners playing in real time on a fake clock that moves one GPU step per step, closed loop.
+listeners playing in real time on a fake clock that moves one GPU step per step, closed loop. `--ipc`: a thread
+beside it pickles what the step delivers for the socket, as the engine core's I/O thread does (wire.dumps), so the
+step's wall time (`wall_ms_per_step`) shows what that thread's GIL costs it.
 
-python bench/host_bench.py --streams 512 1024 2048 --json out.json [--profile 25]"""
+python bench/host_bench.py --streams 512 1024 2048 --json out.json [--profile 25] [--ipc]"""
 import argparse
 import cProfile
 import itertools
@@ -12,6 +14,7 @@ import pstats
 import queue
 import statistics
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +26,7 @@ from bench.workload import texts  # noqa: E402
 from engine import Engine, SynthesisRequest  # noqa: E402
 from engine.api.commands import AppendText, Batch, CloseText  # noqa: E402
 from engine.models import load_model  # noqa: E402
+from gateway.engine_process import wire  # noqa: E402
 from tests.fake_clock import FakeClock  # noqa: E402
 
 
@@ -37,15 +41,37 @@ class Outbox:
         self.put((self.id, item))
 
 
+class Sender(threading.Thread):
+    """--ipc: the engine core's I/O thread: what was delivered since its last wake-up, pickled as one batch."""
+
+    def __init__(self, forward):
+        super().__init__(daemon=True)
+        self.inbox, self.forward = queue.SimpleQueue(), forward
+
+    def run(self) -> None:
+        while True:
+            items = [self.inbox.get()]
+            while not self.inbox.empty():
+                items.append(self.inbox.get_nowait())
+            wire.dumps([item for _, item in items])
+            for item in items:
+                self.forward(item)
+
+
 class Talkers:
     """`streams` contexts, each sending its text in `piece`-character pieces every `every_s`; one that ends is
     replaced by a new one at once (closed loop)."""
 
-    def __init__(self, engine, streams: int, piece: int, every_s: float, max_chars: int, seed: int = 0):
+    def __init__(self, engine, streams: int, piece: int, every_s: float, max_chars: int, ipc: bool, seed: int = 0):
         self.engine, self.piece, self.every_s = engine, piece, every_s
         self.texts = itertools.cycle(texts(4 * streams, seed, max_chars=max_chars))
         self.ids, self.sent = itertools.count(1), {}
         self.outbox = queue.SimpleQueue()
+        self.deliver = self.outbox.put
+        if ipc:
+            sender = Sender(self.outbox.put)
+            sender.start()
+            self.deliver = sender.inbox.put
         self.next_tick, self.errors, self.chunks, self.reasons = 0.0, [], 0, Counter()
         self.pending = [self._open() for _ in range(streams)]
 
@@ -53,7 +79,7 @@ class Talkers:
         seq_id = next(self.ids)
         request = self.engine.validator.prepare(SynthesisRequest(text="", text_complete=False))
         self.sent[seq_id] = [next(self.texts), 0]
-        return self.engine.sequence(seq_id, request, Outbox(seq_id, self.outbox.put))
+        return self.engine.sequence(seq_id, request, Outbox(seq_id, self.deliver))
 
     def tick_until(self, now: float) -> None:
         """Every tick due by `now`: one Batch (the gateway's per event-loop turn) of each context's next piece."""
@@ -90,14 +116,14 @@ def run_level(streams: int, args) -> dict:
     engine = Engine(hollow(load_model(dummy=args.dummy)), max_active=streams, kv_tokens_per_stream=args.kv_tokens,
                     clock=clock, use_graphs=False)
     engine.runner.kv.locate = lambda *args, **kwargs: None      # inside the captured talk graph on a GPU
-    talkers = Talkers(engine, streams, args.piece, args.every_ms / 1000, args.max_chars)
+    talkers = Talkers(engine, streams, args.piece, args.every_ms / 1000, args.max_chars, args.ipc)
     thread, step, sched = engine.thread, engine.step, engine.scheduler
     profile = cProfile.Profile() if args.profile else None
-    host, running, warm = [], [], 0
+    host, wall, running, warm = [], [], [], 0
     while len(host) < args.steps:
         talkers.tick_until(clock.now)
         measured = warm >= args.warmup
-        t0 = time.thread_time()
+        t0, w0 = time.thread_time(), time.perf_counter()
         if measured and profile:
             profile.enable()
         thread.drain()
@@ -107,6 +133,7 @@ def run_level(streams: int, args) -> dict:
         spent = time.thread_time() - t0
         if measured:
             host.append(spent)
+            wall.append(time.perf_counter() - w0)
             running.append(len(sched.running))
         warm += len(sched.running) == streams or warm > 0
         clock.advance(args.step_ms / 1000)
@@ -117,6 +144,7 @@ def run_level(streams: int, args) -> dict:
                host_ms_per_step_mean=round(statistics.mean(ms), 2), host_ms_per_step_p50=round(ms[len(ms) // 2], 2),
                host_ms_per_step_p90=round(ms[int(0.9 * (len(ms) - 1))], 2), host_ms_per_step_max=round(ms[-1], 2),
                host_us_per_stream=round(1000 * statistics.mean(ms) / statistics.mean(running), 2),
+               wall_ms_per_step=round(1000 * statistics.mean(wall), 2),
                ended=dict(talkers.reasons), chunks=talkers.chunks, errors=talkers.errors[:5],
                listener_dry=step.audio.dry)
     if profile:
@@ -143,6 +171,7 @@ def main():
     p.add_argument("--warmup", type=int, default=100, help="steps after every stream has joined, before measuring")
     p.add_argument("--steps", type=int, default=50, help="steps measured")
     p.add_argument("--profile", type=int, default=0, metavar="TOP", help="cProfile the measured steps: top functions")
+    p.add_argument("--ipc", action="store_true", help="a thread beside the step pickles its chunks for the socket")
     p.add_argument("--json")
     args = p.parse_args()
     rows = []
@@ -151,7 +180,8 @@ def main():
         row = rows[-1]
         print(f"{streams:5d} streams: host {row['host_ms_per_step_mean']:7.2f} ms/step (p50 "
               f"{row['host_ms_per_step_p50']}, p90 {row['host_ms_per_step_p90']}, max {row['host_ms_per_step_max']}), {row['host_us_per_stream']} "
-              f"us/stream, {sum(row['ended'].values())} ended, {len(row['errors'])} errors", flush=True)
+              f"us/stream, wall {row['wall_ms_per_step']} ms/step, {sum(row['ended'].values())} ended, "
+              f"{len(row['errors'])} errors", flush=True)
         for f in row.get("profile", []):
             print(f"    {f['ms_per_step']:8.3f} {f['cum_ms']:8.3f}  {f['where']}")
         if args.json:
