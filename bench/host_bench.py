@@ -179,9 +179,10 @@ def main():
         rows.append(run_level(streams, args))
         row = rows[-1]
         print(f"{streams:5d} streams: host {row['host_ms_per_step_mean']:7.2f} ms/step (p50 "
-              f"{row['host_ms_per_step_p50']}, p90 {row['host_ms_per_step_p90']}, max {row['host_ms_per_step_max']}), {row['host_us_per_stream']} "
-              f"us/stream, wall {row['wall_ms_per_step']} ms/step, {sum(row['ended'].values())} ended, "
-              f"{len(row['errors'])} errors", flush=True)
+              f"{row['host_ms_per_step_p50']}, p90 {row['host_ms_per_step_p90']}, max "
+              f"{row['host_ms_per_step_max']}), {row['host_us_per_stream']} us/stream, wall "
+              f"{row['wall_ms_per_step']} ms/step, {sum(row['ended'].values())} ended, {len(row['errors'])} errors",
+              flush=True)
         for f in row.get("profile", []):
             print(f"    {f['ms_per_step']:8.3f} {f['cum_ms']:8.3f}  {f['where']}")
         if args.json:
