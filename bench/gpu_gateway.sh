@@ -40,8 +40,8 @@ for load in "$@"; do
     if [ "$run" = "${PROFILE_RUN:-0}" ] && command -v py-spy > /dev/null; then
         sleep "${PROFILE_AFTER:-25}"
         for p in $pid $(pgrep -P $pid); do        # the front ends and the engine core (its child)
-            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r "${PROFILE_HZ:-20}" --format raw --threads ${PROFILE_FLAGS:-} \
-                -o "$out/profile-$p.txt" > /dev/null 2>&1 &
+            py-spy record -p "$p" -d "${PROFILE_S:-20}" -r "${PROFILE_HZ:-20}" --format raw --threads \
+                ${PROFILE_FLAGS:-} -o "$out/profile-$p.txt" > /dev/null 2>&1 &
         done
     fi
     wait $bench
