@@ -18,7 +18,6 @@ class GpuTimeline:
         self.marks: list = []
         self.last_end = None
         self.ms: dict[str, float] = {}
-        self.steps = 0
 
     @contextmanager
     def stage(self, name: str, side: bool = False):
@@ -57,7 +56,6 @@ class GpuTimeline:
             if gap < BUSY_GAP_MS:
                 per_stage["idle"] = max(0.0, gap)
             self.last_end = last
-        self.steps += 1
         for name, ms in per_stage.items():
             self.ms[name] = ms if name not in self.ms else (1 - NEWEST) * self.ms[name] + NEWEST * ms
         for name in self.ms.keys() - per_stage.keys():         # a stage this step did not run took no time
