@@ -19,7 +19,7 @@ from engine.models.qwen3_tts.requests import ROLE
 from gateway.engine_process import client as client_module, wire
 from gateway.engine_process.client import EngineClient
 from gateway.engine_process.dispatch import ID_SPAN, Dispatch
-from gateway.engine_process.messages import (Align, Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready,
+from gateway.engine_process.messages import (Align, Answer, Chunk, Chunks, DeleteVoice, Failed, Failure, Hello, Ready,
                                              RegisterVoice, Shutdown, Stats, VoiceList)
 from gateway.engine_process.turn_batch import BATCH_S, TurnBatch
 
@@ -144,10 +144,11 @@ def test_the_client_dispatches_every_core_message_by_its_type(engine):
         failing = client.submit(SynthesisRequest(text="Hi"))
         voice, deleted = client.register_voice("bob", None), client.delete_voice("ann")
         chunk = AudioChunk(np.zeros(1, np.float32), np.zeros((1, 2), np.int64), 0, 0, True)
-        client._dispatch([Chunk(handle.id, chunk), Failed(failing.id, Failure("full", "busy")),
+        client._dispatch([Chunks.of([Chunk(handle.id, chunk)]), Failed(failing.id, Failure("full", "busy")),
                           Answer(voice_key(client, voice), "bob"), Answer(voice_key(client, deleted), Failure("x"))])
         assert (handle.id, failing.id) == (7 * ID_SPAN, 7 * ID_SPAN + 1)
-        assert [c async for c in handle] == [chunk] and client.requests == {}
+        [got] = [c async for c in handle]
+        assert same_chunk(got, chunk) and client.requests == {}
         with pytest.raises(EngineInputError, match="full"):
             await failing.__anext__()
         assert await voice == "bob" and client.voice_names() == ["ann"] and client.stats() == {"active": 3}
@@ -195,10 +196,23 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
     assert engine.thread.errors == 2 and b.finish_reason == "cancelled" and list(engine.thread.seqs) == [1]
 
 
-def test_a_batch_carries_large_arrays_out_of_band_and_back_read_only():
+def test_a_batch_carries_its_chunks_joined_out_of_band_and_back_read_only_in_order():
     pcm, codes = np.arange(1 << 15, dtype=np.float32), np.arange(32, dtype=np.int64).reshape(2, 16)
-    frames = wire.dumps([Chunk(ID_SPAN, AudioChunk(pcm, codes, 0, 0, False)), Hello(7)])
-    assert len(frames) == 2 and frames[1].raw().nbytes == pcm.nbytes        # the PCM its own frame, the codes inside
-    chunk, hello = wire.loads([bytes(f) for f in frames])                   # as the socket hands frames over
-    assert np.array_equal(chunk.chunk.pcm, pcm) and np.array_equal(chunk.chunk.codes, codes) and hello == Hello(7)
-    assert not chunk.chunk.pcm.flags.writeable
+    sent = [Stats({}), Chunk(ID_SPAN, AudioChunk(pcm, codes, 3, 5760, False, None, 1.5)), Failed(9, Failure("x")),
+            Chunk(ID_SPAN + 1, AudioChunk(pcm[:7], codes[:1], 0, 0, False)),
+            Chunk(ID_SPAN, AudioChunk(np.zeros(0, np.float32), codes[:0], 5, 9600, True, "eos", 2.5))]
+    frames = wire.dumps(Chunks.gather(sent))
+    assert len(frames) == 2 and frames[1].raw().nbytes == pcm.nbytes + 28    # every PCM one frame, the codes inside
+    stats, chunks, failed = wire.loads([bytes(f) for f in frames])          # as the socket hands frames over
+    assert (stats, failed) == (Stats({}), Failed(9, Failure("x")))
+    got = chunks.unpack()
+    assert [c.id for c in got] == [ID_SPAN, ID_SPAN + 1, ID_SPAN]
+    assert all(same_chunk(g.chunk, s.chunk) for g, s in zip(got, [m for m in sent if type(m) is Chunk]))
+    assert not got[0].chunk.pcm.flags.writeable
+    assert Chunks.gather(sent[:1]) == sent[:1]
+
+
+def same_chunk(a: AudioChunk, b: AudioChunk) -> bool:
+    return np.array_equal(a.pcm, b.pcm) and np.array_equal(a.codes, b.codes) and a.codes.shape == b.codes.shape \
+        and (a.frame_offset, a.sample_offset, a.final, a.finish_reason, a.sent_at) == \
+        (b.frame_offset, b.sample_offset, b.final, b.finish_reason, b.sent_at)

@@ -17,7 +17,7 @@ from engine.api.validate import Validator
 
 from .. import fatal
 from . import wire
-from .messages import (Answer, Chunk, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice, Shutdown, Stats,
+from .messages import (Answer, Chunks, DeleteVoice, Failed, Failure, Hello, Ready, RegisterVoice, Shutdown, Stats,
                        VoiceList)
 from .remote import RemoteAligner, VoiceNames
 from .turn_batch import TurnBatch
@@ -37,7 +37,7 @@ class EngineClient:
         self.voices, self.latest_stats = VoiceNames(), {}
         self.info = self.validator = self.ids = self.core = self.on_failure = self.failure = self.aligner = None
         self.identity = uuid.uuid4().bytes
-        self.handlers = {Chunk: self._on_chunk, Failed: self._on_failed, Answer: self._on_answer,
+        self.handlers = {Chunks: self._on_chunks, Failed: self._on_failed, Answer: self._on_answer,
                          Stats: self._on_stats, VoiceList: self.voices.take, Ready: self._on_ready}
 
     @property
@@ -136,11 +136,12 @@ class EngineClient:
             else:
                 handler(msg)
 
-    def _on_chunk(self, msg: Chunk) -> None:
-        if (handle := self.requests.get(msg.id)) is not None:
-            if msg.chunk.final:
-                del self.requests[msg.id]
-            handle.put(msg.chunk)
+    def _on_chunks(self, msg: Chunks) -> None:
+        for chunk in msg.unpack():
+            if (handle := self.requests.get(chunk.id)) is not None:
+                if chunk.chunk.final:
+                    del self.requests[chunk.id]
+                handle.put(chunk.chunk)
 
     def _on_failed(self, msg: Failed) -> None:
         if (handle := self.requests.pop(msg.id, None)) is not None:

@@ -11,7 +11,7 @@ import zmq
 from .. import fatal
 from . import wire
 from .dispatch import Dispatch
-from .messages import Stats
+from .messages import Chunks, Stats
 
 log = logging.getLogger("qwen_tts_gateway")
 STATS_S = 0.1
@@ -84,8 +84,8 @@ class CoreIOLoop:
                 batches[peer].append(msg)
         except queue.Empty:
             pass
-        for peer, msgs in batches.items():
-            self.sock.send_multipart([peer, *wire.dumps(msgs)])
+        for peer, msgs in batches.items():     # a joined PCM is ours alone: zmq sends it without a copy
+            self.sock.send_multipart([peer, *wire.dumps(Chunks.gather(msgs))], copy=False)
 
     def close(self) -> None:
         if self.aligner is not None:

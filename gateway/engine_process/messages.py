@@ -2,6 +2,8 @@
 dataclasses, a list of them pickled once per batch (wire.py)."""
 from dataclasses import dataclass
 
+import numpy as np
+
 from engine import AudioChunk, EngineInputError
 
 
@@ -74,6 +76,41 @@ class Ready:
 class Chunk:
     id: int
     chunk: AudioChunk
+
+
+@dataclass(slots=True)
+class Chunks:
+    """A batch's chunks as one message: a tuple of plain fields a chunk and every chunk's PCM and codes joined, so a
+    step's ~130 chunks pickle under the core's GIL as two arrays, not ~130 objects of two arrays each."""
+    heads: list     # (request id, frame offset, sample offset, final, finish reason, sent at, samples, frames)
+    pcm: np.ndarray
+    codes: np.ndarray             # [frames, codebooks]
+
+    @classmethod
+    def of(cls, chunks: list) -> "Chunks":
+        audio = [c.chunk for c in chunks]
+        return cls([(c.id, a.frame_offset, a.sample_offset, a.final, a.finish_reason, a.sent_at, len(a.pcm),
+                     len(a.codes)) for c, a in zip(chunks, audio)],
+                   np.concatenate([a.pcm for a in audio]), np.concatenate([a.codes for a in audio]))
+
+    @staticmethod
+    def gather(messages: list) -> list:
+        """`messages` with their Chunks joined into one, where the first of them was."""
+        chunks = [m for m in messages if type(m) is Chunk]
+        if not chunks:
+            return messages
+        first = messages.index(chunks[0])
+        return [*messages[:first], Chunks.of(chunks), *(m for m in messages[first:] if type(m) is not Chunk)]
+
+    def unpack(self) -> list[Chunk]:
+        """Each chunk's arrays are views of the joined ones."""
+        unpacked, sample, frame = [], 0, 0
+        for request_id, frame_offset, sample_offset, final, reason, sent_at, samples, frames in self.heads:
+            pcm, codes = self.pcm[sample:sample + samples], self.codes[frame:frame + frames]
+            unpacked.append(Chunk(request_id, AudioChunk(pcm, codes, frame_offset, sample_offset, final, reason,
+                                                         sent_at)))
+            sample, frame = sample + samples, frame + frames
+        return unpacked
 
 
 @dataclass(slots=True)
