@@ -27,6 +27,7 @@ from engine import Engine, SynthesisRequest  # noqa: E402
 from engine.api.commands import AppendText, Batch, CloseText  # noqa: E402
 from engine.models import load_model  # noqa: E402
 from gateway.engine_process import wire  # noqa: E402
+from gateway.engine_process.messages import Chunk, Chunks  # noqa: E402
 from tests.fake_clock import FakeClock  # noqa: E402
 
 
@@ -53,7 +54,7 @@ class Sender(threading.Thread):
             items = [self.inbox.get()]
             while not self.inbox.empty():
                 items.append(self.inbox.get_nowait())
-            wire.dumps([item for _, item in items])
+            wire.dumps(Chunks.gather([Chunk(i, item) for i, item in items if not isinstance(item, Exception)]))
             for item in items:
                 self.forward(item)
 

@@ -15,6 +15,7 @@ import zmq.asyncio
 from engine import AudioChunk, Engine, EngineInputError, SynthesisRequest
 from engine.api.commands import AddRequest, AppendText, Batch, CancelRequest, CloseText
 from engine.api.handle import RequestHandle
+from engine.api.request import UnjoinedChunk
 from engine.models.qwen3_tts.requests import ROLE
 from gateway.engine_process import client as client_module, wire
 from gateway.engine_process.client import EngineClient
@@ -199,15 +200,16 @@ def test_the_engine_thread_applies_a_batch_in_order_and_survives_an_unknown_comm
 def test_a_batch_carries_its_chunks_joined_out_of_band_and_back_read_only_in_order():
     pcm, codes = np.arange(1 << 15, dtype=np.float32), np.arange(32, dtype=np.int64).reshape(2, 16)
     sent = [Stats({}), Chunk(ID_SPAN, AudioChunk(pcm, codes, 3, 5760, False, None, 1.5)), Failed(9, Failure("x")),
-            Chunk(ID_SPAN + 1, AudioChunk(pcm[:7], codes[:1], 0, 0, False)),
+            Chunk(ID_SPAN + 1, UnjoinedChunk([(codes[0], pcm[:7]), (codes[1], pcm[7:10])], 0, 0, False)),
             Chunk(ID_SPAN, AudioChunk(np.zeros(0, np.float32), codes[:0], 5, 9600, True, "eos", 2.5))]
     frames = wire.dumps(Chunks.gather(sent))
-    assert len(frames) == 2 and frames[1].raw().nbytes == pcm.nbytes + 28    # every PCM one frame, the codes inside
+    assert len(frames) == 2 and frames[1].raw().nbytes == pcm.nbytes + 40    # every PCM one frame, the codes inside
     stats, chunks, failed = wire.loads([bytes(f) for f in frames])          # as the socket hands frames over
     assert (stats, failed) == (Stats({}), Failed(9, Failure("x")))
     got = chunks.unpack()
     assert [c.id for c in got] == [ID_SPAN, ID_SPAN + 1, ID_SPAN]
-    assert all(same_chunk(g.chunk, s.chunk) for g, s in zip(got, [m for m in sent if type(m) is Chunk]))
+    joined = [m.chunk.joined() if type(m.chunk) is UnjoinedChunk else m.chunk for m in sent if type(m) is Chunk]
+    assert all(same_chunk(g.chunk, j) for g, j in zip(got, joined)) and len(got[1].chunk.pcm) == 10
     assert not got[0].chunk.pcm.flags.writeable
     assert Chunks.gather(sent[:1]) == sent[:1]
 

@@ -97,7 +97,7 @@ def test_a_stream_not_yet_heard_shortens_a_turn_and_keeps_its_first_chunk_for_af
     starting.playout.unsent.append(starting.playout.unsent[0])
     starting.handle = type("Handle", (), {"deliver": lambda self, chunk: given.append(chunk)})()
     out.send(0.0, first=2)                                                        # the next step's flush
-    assert starting.playout.listener.started and len(given[-1].pcm) == 2 * 1920 and out.dry == 0
+    assert starting.playout.listener.started and len(given[-1].joined().pcm) == 2 * 1920 and out.dry == 0
 
 
 def test_a_turn_while_streams_start_is_at_most_the_bound_given():

@@ -14,6 +14,7 @@ import pytest
 
 from engine import Engine, SamplingParams, SynthesisRequest
 from engine.api.handle import RequestHandle
+from engine.api.request import UnjoinedChunk
 from gateway.audio import to_pcm16
 from gateway.app_state import GatewayConfig
 from server_thread import ServerThread
@@ -42,7 +43,8 @@ def server():
         class Counting:
             @staticmethod
             def deliver(item):
-                record["samples"] += 0 if isinstance(item, Exception) else len(item.pcm)
+                if not isinstance(item, Exception):
+                    record["samples"] += len((item.joined() if isinstance(item, UnjoinedChunk) else item).pcm)
                 handle.deliver(item)
         return sequence(seq_id, replace(request, sampling=replace(request.sampling, seed=SEED)), Counting)
 

@@ -30,7 +30,7 @@ class Scheduler:
 
     def finish(self, s, reason, chunk) -> None:
         self.running.remove(s)
-        self.ended.append((s.slot, chunk.frame_offset, chunk.final))
+        self.ended.append((s.slot, chunk.frame_offset if chunk else s.frames, True))     # None: an empty end
 
 
 def run(seed: int, check_all: bool) -> list:
@@ -40,8 +40,8 @@ def run(seed: int, check_all: bool) -> list:
                                playout=Playout(rng.choice([(1, 2, 4, 8, 16), (3,), (2, 5)]), rng.random() < 0.8, AUDIO))
                for i in range(16)]
     for s in streams:
-        s.handle = SimpleNamespace(deliver=lambda c, s=s: sent.append((s.slot, c.frame_offset, len(c.codes),
-                                                                       c.codes[:, 0].tolist(), c.sent_at)))
+        s.handle = SimpleNamespace(deliver=lambda c, s=s: sent.append((s.slot, c.frame_offset, len(c.frames),
+                                                                       [f[0][0] for f in c.frames], c.sent_at)))
     sched = Scheduler(streams)
     out = AudioOut(sched, AUDIO, clock, read_later_from=rng.choice([1, 64]))
     out.start(streams)

@@ -2,7 +2,7 @@
 import asyncio
 import queue
 
-from engine.api.request import AudioChunk
+from engine.api.request import AudioChunk, UnjoinedChunk
 
 
 class RequestHandle:
@@ -16,8 +16,11 @@ class RequestHandle:
             self._loop, self._queue = None, queue.SimpleQueue()
         self.done = False
 
-    def deliver(self, item: AudioChunk | Exception) -> None:
-        """From any thread (the engine's)."""
+    def deliver(self, item: AudioChunk | UnjoinedChunk | Exception) -> None:
+        """From any thread (the engine's). An UnjoinedChunk is joined here: its frames are views of a whole step's
+        read-back, which a caller slow to take them would otherwise hold."""
+        if isinstance(item, UnjoinedChunk):
+            item = item.joined()
         if self._loop is None:
             return self._queue.put(item)
         try:

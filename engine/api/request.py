@@ -81,3 +81,20 @@ class AudioChunk:
     final: bool = False
     finish_reason: str | None = None  # eos | max_frames | length | cancelled
     sent_at: float = 0.0
+
+
+@dataclass(slots=True)
+class UnjoinedChunk:
+    """An AudioChunk whose frames are joined by whoever takes it (the caller's thread, or the engine core's I/O thread
+    with the rest of its batch), never by the engine thread."""
+    frames: list                      # (codes [K], PCM) a frame, as read back: never written again
+    frame_offset: int
+    sample_offset: int
+    final: bool = False
+    finish_reason: str | None = None
+    sent_at: float = 0.0
+
+    def joined(self) -> AudioChunk:
+        codes, pcm = zip(*self.frames)
+        return AudioChunk(pcm[0] if len(pcm) == 1 else np.concatenate(pcm), np.stack(codes), self.frame_offset,
+                          self.sample_offset, self.final, self.finish_reason, self.sent_at)

@@ -5,7 +5,7 @@ from collections import deque
 
 import numpy as np
 
-from engine.api.request import AudioChunk
+from engine.api.request import UnjoinedChunk
 from engine.core.playout import first_chunk_frames, margin_s
 from engine.models.base import AudioFormat
 
@@ -85,22 +85,13 @@ class AudioOut:
             frames = playout.take(first, now)
             final = generated and not playout.unsent and not playout.unread
             start = s.frames - playout.unread - len(playout.unsent) - len(frames)
-            codes, audio = self._join(frames)
-            chunk = AudioChunk(audio, codes, start, start * self.audio.samples_per_frame, final,
-                               s.finish_reason if final else None, now)
+            chunk = UnjoinedChunk(frames, start, start * self.audio.samples_per_frame, final,
+                                  s.finish_reason if final else None, now) if frames else None   # None: an empty end
             if final:
                 self.scheduler.finish(s, s.finish_reason, chunk)
             else:
                 self._mirror(s)
                 s.handle.deliver(chunk)
-
-    def _join(self, frames: list) -> tuple[np.ndarray, np.ndarray]:
-        """A chunk's codes [frames, K] and PCM; one frame's are views of the rows read back (never written again)."""
-        if len(frames) == 1:
-            return frames[0][0][None], frames[0][1]
-        if not frames:
-            return np.zeros((0, self.audio.num_codebooks), np.int64), np.zeros(0, np.float32)
-        return np.concatenate([f[0] for f in frames]).reshape(len(frames), -1), np.concatenate([f[1] for f in frames])
 
     def _candidates(self, now: float, margin: float) -> list:
         """The running streams that may send: a chunk's frames read, a listener low, or generation over."""

@@ -5,7 +5,7 @@ from collections import deque
 from engine.core.admission_queue import AdmissionQueue
 import numpy as np
 
-from engine.api.request import AudioChunk, EngineInputError
+from engine.api.request import AudioChunk, EngineInputError, UnjoinedChunk
 from engine.core.plan import Plan, Talk
 from engine.core.sequence import Sequence, Status
 from engine.models.sampling import FAULT
@@ -175,7 +175,8 @@ class Scheduler:
         seq.text.fed, seq.text.eos_fed = 0, False
         self.waiting.appendleft(seq)
 
-    def finish(self, seq: Sequence, reason: str, last: AudioChunk | Exception | None = None) -> None:
+    def finish(self, seq: Sequence, reason: str,
+               last: AudioChunk | UnjoinedChunk | Exception | None = None) -> None:
         """The one way a stream ends (its audio sent, cancelled, or failed): its slot, KV and reservation are freed,
         then `last` (its final chunk or error; by default an empty final chunk) is delivered."""
         if seq.status is Status.FINISHED:

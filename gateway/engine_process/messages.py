@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import AudioChunk, EngineInputError
+from engine.api.request import AudioChunk, EngineInputError, UnjoinedChunk
 
 
 @dataclass
@@ -88,10 +88,21 @@ class Chunks:
 
     @classmethod
     def of(cls, chunks: list) -> "Chunks":
-        audio = [c.chunk for c in chunks]
-        return cls([(c.id, a.frame_offset, a.sample_offset, a.final, a.finish_reason, a.sent_at, len(a.pcm),
-                     len(a.codes)) for c, a in zip(chunks, audio)],
-                   np.concatenate([a.pcm for a in audio]), np.concatenate([a.codes for a in audio]))
+        """Chunk messages of AudioChunks, or of UnjoinedChunks: their frames are joined here, off the engine thread."""
+        heads, pcm, codes, width = [], [], [], 0
+        for c in chunks:
+            a = c.chunk
+            if type(a) is UnjoinedChunk:
+                frame_codes, frame_pcm = zip(*a.frames)
+                codes.extend(frame_codes)
+                pcm.extend(frame_pcm)
+                samples, frames, width = sum(map(len, frame_pcm)), len(frame_codes), len(frame_codes[0])
+            else:
+                codes.append(a.codes.ravel())
+                pcm.append(a.pcm)
+                samples, frames, width = len(a.pcm), len(a.codes), a.codes.shape[1]
+            heads.append((c.id, a.frame_offset, a.sample_offset, a.final, a.finish_reason, a.sent_at, samples, frames))
+        return cls(heads, np.concatenate(pcm), np.concatenate(codes).reshape(-1, width))
 
     @staticmethod
     def gather(messages: list) -> list:
