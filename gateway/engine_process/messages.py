@@ -75,7 +75,7 @@ class Ready:
 @dataclass(slots=True)
 class Chunk:
     id: int
-    chunk: AudioChunk
+    chunk: AudioChunk | UnjoinedChunk
 
 
 @dataclass(slots=True)
