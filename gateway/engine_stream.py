@@ -42,6 +42,8 @@ class EngineStream:
         if n and self.first_audio is None:
             self.first_audio = (now, n)
             self.metrics.ttfa.observe(now - self.started_at, self.api)
+        if n and chunk.sent_at:                      # the engine's clock: time.monotonic, one for the whole host
+            self.metrics.relay.observe(now - chunk.sent_at, self.api)
         self.samples += n
         self.metrics.audio_samples += n
         if chunk.final:

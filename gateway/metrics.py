@@ -4,6 +4,7 @@ from collections import Counter, deque
 
 TTFA_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0)
 RTF_BUCKETS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 5.0)
+RELAY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class Histogram:
@@ -53,6 +54,7 @@ class Metrics:
     def __init__(self):
         self.ttfa = Histogram(TTFA_BUCKETS)          # seconds from an utterance's first text to its first audio
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
+        self.relay = Histogram(RELAY_BUCKETS)        # per chunk: seconds from the engine's send to its context
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
         self.audio_samples = 0                       # samples (at the engine's rate) the engine delivered
@@ -60,6 +62,7 @@ class Metrics:
 
     def snapshot(self, **gauges) -> dict:
         return dict(ttfa=(self.ttfa.counts, dict(self.ttfa.sums)), rtf=(self.rtf.counts, dict(self.rtf.sums)),
+                    relay=(self.relay.counts, dict(self.relay.sums)),
                     requests=dict(self.requests), errors=dict(self.errors), audio_samples=self.audio_samples, **gauges)
 
     def merged(self, others: list[dict]) -> "Metrics":
@@ -68,6 +71,7 @@ class Metrics:
         for snap in [self.snapshot()] + others:
             total.ttfa.merge(snap["ttfa"])
             total.rtf.merge(snap["rtf"])
+            total.relay.merge(snap["relay"])
             total.requests.update(snap["requests"])
             total.errors.update(snap["errors"])
             total.audio_samples += snap["audio_samples"]
@@ -94,6 +98,9 @@ class Metrics:
         lines += _family("tts_real_time_factor", "histogram",
                          "per utterance: generation time after its first chunk / the audio after it",
                          self.rtf.render("tts_real_time_factor", "api"))
+        lines += _family("tts_chunk_relay_seconds", "histogram",
+                         "per chunk: from the engine's send to its context in the front end (IPC, the event loop)",
+                         self.relay.render("tts_chunk_relay_seconds", "api"))
         return "\n".join(lines) + "\n"
 
 

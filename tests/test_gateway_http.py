@@ -147,6 +147,8 @@ def test_metrics_expose_latency_load_and_errors(http, voice):
     assert int(values['tts_time_to_first_audio_seconds_count{api="http"}']) >= 3
     assert int(values['tts_time_to_first_audio_seconds_bucket{api="http",le="+Inf"}']) >= 3
     assert int(values['tts_real_time_factor_count{api="http"}']) >= 1
+    relayed = int(values['tts_chunk_relay_seconds_count{api="http"}'])          # every chunk with audio, in process
+    assert relayed >= 3 and 0 <= float(values['tts_chunk_relay_seconds_sum{api="http"}']) / relayed < 1.0
     assert int(values['tts_errors_total{code="unknown_voice"}']) >= 1
     assert float(values["tts_frames_total"]) > 0
     for gauge in ("tts_active_contexts", "tts_generating_requests", "tts_queued_requests", "tts_frames_per_second",
