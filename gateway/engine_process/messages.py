@@ -107,10 +107,10 @@ class Chunks:
     @staticmethod
     def gather(messages: list) -> list:
         """`messages` with their Chunks joined into one, where the first of them was."""
-        chunks = [m for m in messages if type(m) is Chunk]
-        if not chunks:
+        first = next((i for i, m in enumerate(messages) if type(m) is Chunk), None)
+        if first is None:
             return messages
-        first = messages.index(chunks[0])
+        chunks = [m for m in messages[first:] if type(m) is Chunk]
         return [*messages[:first], Chunks.of(chunks), *(m for m in messages[first:] if type(m) is not Chunk)]
 
     def unpack(self) -> list[Chunk]:
