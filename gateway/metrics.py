@@ -99,7 +99,8 @@ class Metrics:
                          "per utterance: generation time after its first chunk / the audio after it",
                          self.rtf.render("tts_real_time_factor", "api"))
         lines += _family("tts_chunk_relay_seconds", "histogram",
-                         "per chunk: from the engine's send to its context in the front end (IPC, the event loop)",
+                         "per chunk: from the engine's send to its context taking it (IPC, the front end's event "
+                         "loop, and a reader's own wait: a slow HTTP body)",
                          self.relay.render("tts_chunk_relay_seconds", "api"))
         return "\n".join(lines) + "\n"
 

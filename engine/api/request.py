@@ -96,5 +96,5 @@ class UnjoinedChunk:
 
     def joined(self) -> AudioChunk:
         codes, pcm = zip(*self.frames)
-        return AudioChunk(pcm[0] if len(pcm) == 1 else np.concatenate(pcm), np.stack(codes), self.frame_offset,
-                          self.sample_offset, self.final, self.finish_reason, self.sent_at)
+        return AudioChunk(np.concatenate(pcm), np.stack(codes), self.frame_offset, self.sample_offset, self.final,
+                          self.finish_reason, self.sent_at)           # copies, even of one frame

@@ -114,10 +114,10 @@ class Chunks:
         return [*messages[:first], Chunks.of(chunks), *(m for m in messages[first:] if type(m) is not Chunk)]
 
     def unpack(self) -> list[Chunk]:
-        """Each chunk's arrays are views of the joined ones."""
+        """Each chunk's arrays are copies: a view would hold the whole batch while a slow reader holds the chunk."""
         unpacked, sample, frame = [], 0, 0
         for request_id, frame_offset, sample_offset, final, reason, sent_at, samples, frames in self.heads:
-            pcm, codes = self.pcm[sample:sample + samples], self.codes[frame:frame + frames]
+            pcm, codes = self.pcm[sample:sample + samples].copy(), self.codes[frame:frame + frames].copy()
             unpacked.append(Chunk(request_id, AudioChunk(pcm, codes, frame_offset, sample_offset, final, reason,
                                                          sent_at)))
             sample, frame = sample + samples, frame + frames
