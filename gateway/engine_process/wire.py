@@ -1,5 +1,6 @@
 """A batch of messages (messages.py, engine.api.commands) as the socket carries it: one pickled list, its large arrays
-(a chunk's PCM) out of band, each a frame of its own: never copied into the pickle, nor out of it."""
+(a batch's joined PCM, messages.Chunks) out of band, each a frame of its own: never copied into the pickle, nor out
+of it."""
 import pickle
 from pathlib import Path
 
