@@ -125,3 +125,27 @@ def test_the_plan_counts_only_the_turns_the_listeners_allow():
     turn_s, capacity = plan.turn_s, plan.capacity
     assert plan.after_step(0.04, 0.0, most_s=-0.01) == 0.0                # a listener too low for any turn
     assert plan.turn_s == turn_s and plan.capacity < capacity             # fewer turns, not smaller ones
+
+
+def test_a_listener_one_step_past_its_first_chunk_leaves_room_for_a_turn():
+    """A first chunk of two frames, one step played, its next frame in flight: the turn delays that frame until the
+    next step's read, so the listener keeps that step and the relay; at 40 ms steps a turn fits (a reserve of three
+    steps, 120 ms, had allowed none while any stream had just started)."""
+    reserve, budget = SideWork.reserve, SideWork.budget
+    assert abs(budget(0.16 - 0.04, reserve(0.04), 0.02) - 0.02) < 1e-9
+    assert budget(0.1, reserve(0.064), 0.032) < 0                      # a 64 ms step keeps 128 ms
+    assert budget(0.08, reserve(0.02), 0.02) <= 0                       # one frame: the relay's jitter, no turn
+
+
+def test_the_capacity_words_are_admitted_on_is_the_share_over_seconds_not_a_step():
+    from engine.core.turn_plan import SPAN_S, TurnPlan
+    plan = TurnPlan(0.08)
+    for _ in range(400):                                                # 40 ms steps, 20 ms turns
+        plan.after_step(0.04, 0.0, most_s=0.02)
+    share = plan.capacity
+    assert abs(share - 0.02 / 0.06) < 1e-3
+    plan.after_step(0.04, 0.0, most_s=-0.01)                            # a stream just heard: no turn this step
+    assert plan.capacity > 0.95 * share
+    for _ in range(round(SPAN_S / 0.04)):                                # none for SPAN_S
+        plan.after_step(0.04, 0.0, most_s=-0.01)
+    assert plan.capacity < 0.5 * share

@@ -75,8 +75,7 @@ class EngineThread:
         # audio pays for it: then a turn is short, so that words keep up while streams start all the time
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
         most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
-        reserve = max(0.1, 3 * step_s)
-        budget = SideWork.budget(slack, reserve, most)
+        budget = SideWork.budget(slack, SideWork.reserve(step_s), most)
         self.side_work.planned(step_s, budget)       # the turns words are admitted on
         if self.side_work.wanted is None:
             return

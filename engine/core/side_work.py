@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 from engine.core.turn_plan import TurnPlan
 
+RESERVE_S = 0.08
+
 
 class Turn:
     def __init__(self, gate: "SideWork", given: bool, after=None, budget_s: float = float("inf")):
@@ -89,6 +91,12 @@ class SideWork:
             timed = [t for t in self._untimed if t.timed()]
             self._untimed = [t for t in self._untimed if t not in timed]
         return self.plan.after_step(step_s, sum(map(device_seconds, timed)), most_s)
+
+    @staticmethod
+    def reserve(step_s: float) -> float:
+        """The audio a listener keeps past a turn: the turn delays the frames in flight until the next step's read,
+        so that step and the relay after it (its jitter at least RESERVE_S)."""
+        return max(RESERVE_S, 2 * step_s)
 
     @staticmethod
     def budget(slack_s: float, reserve_s: float, most_s: float = float("inf")) -> float:
