@@ -149,3 +149,24 @@ def test_the_capacity_words_are_admitted_on_is_the_share_over_seconds_not_a_step
     for _ in range(round(SPAN_S / 0.04)):                                # none for SPAN_S
         plan.after_step(0.04, 0.0, most_s=-0.01)
     assert plan.capacity < 0.5 * share
+
+
+def test_turns_never_take_the_step_time_admission_keeps_for_streams():
+    """A 60 ms step under a 64 ms admission line leaves a turn 4 ms, whatever the listeners could spare: words wait
+    for turns rather than streams for a slot. Without a line the listeners' slack alone bounds it."""
+    from types import SimpleNamespace
+
+    from engine.core.engine_thread import EngineThread
+    from engine.core.turn_plan import TurnPlan
+
+    def budget_given(line_ms):
+        seen = []
+        scheduler = SimpleNamespace(slack_s=lambda now, listening: 9.0, starting=lambda: False,
+                                    admission=SimpleNamespace(max_step_ms=line_ms))
+        side_work = SimpleNamespace(plan=TurnPlan(0.08), wanted=None, planned=lambda step_s, b: seen.append(b))
+        thread = EngineThread(None, scheduler, None, SimpleNamespace(step_s=0.06), None, side_work,
+                              SimpleNamespace(monotonic=lambda: 0.0))
+        thread._offer_turn()
+        return seen[0]
+    assert abs(budget_given(64.0) - 0.004) < 1e-9
+    assert budget_given(None) > 1.0

@@ -11,11 +11,15 @@ class TurnPlan:
         self.turn_s = frame_s      # a turn's planned device seconds, recent: what side work sizes its slices to
         self.steps = 0
 
+    def alone(self, step_s: float) -> float:
+        """The engine's step without the turns' device time."""
+        return max(step_s - self.side_s, 0.0)
+
     def after_step(self, step_s: float, side_s: float, most_s: float = float("inf")) -> float:
         """`step_s`: the engine's time per step, turns included; `side_s`: side work's device time since the last
         step; `most_s`: the longest turn the listeners allow now. -> the device seconds a turn may take now."""
         self.side_s = 0.9 * self.side_s + 0.1 * side_s            # as the engine's step time averages
-        alone = max(step_s - self.side_s, 0.0)
+        alone = self.alone(step_s)
         planned = min(max(self.fill * self.frame_s - alone, 0.0), max(most_s, 0.0))
         self.steps += 1                                             # a plain mean until SPAN_S is covered
         weight = max(min(1.0, (alone + planned) / SPAN_S), 1 / self.steps)
