@@ -1,6 +1,6 @@
 """Side work's planned share of each frame: what the engine's step leaves of the frame, less a margin, so that a turn
 never pushes the next step past its frame and every listener still gains audio at each step."""
-SPAN_S = 2.0      # the capacity is the share over about this long: a step's own swings are not what words can use
+SPAN_S = 0.5      # the capacity is the share over about this long: a step's own swings are not what words can use
 
 
 class TurnPlan:
