@@ -43,6 +43,8 @@ class Gateway:
         self.config, self.engine, self.clock = config, engine, clock
         self.status = "loading"              # loading -> ready -> shutting_down (or failed)
         self.metrics = Metrics()
+        if hasattr(engine, "arrived"):       # an engine core behind a socket: how long its chunks take to get here
+            engine.arrived = self.metrics.arrived
         self.sessions: set = set()
         self.open_contexts = 0
         self.reporter: asyncio.Task | None = None

@@ -55,6 +55,7 @@ class Metrics:
         self.ttfa = Histogram(TTFA_BUCKETS)          # seconds from an utterance's first text to its first audio
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
         self.relay = Histogram(RELAY_BUCKETS)        # per chunk: seconds from the engine's send to its context
+        self.arrival = [0.0, 0]                      # per chunk: seconds from the engine's send to this front end's read
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
         self.audio_samples = 0                       # samples (at the engine's rate) the engine delivered
@@ -62,7 +63,7 @@ class Metrics:
 
     def snapshot(self, **gauges) -> dict:
         return dict(ttfa=(self.ttfa.counts, dict(self.ttfa.sums)), rtf=(self.rtf.counts, dict(self.rtf.sums)),
-                    relay=(self.relay.counts, dict(self.relay.sums)),
+                    relay=(self.relay.counts, dict(self.relay.sums)), arrival=list(self.arrival),
                     requests=dict(self.requests), errors=dict(self.errors), audio_samples=self.audio_samples, **gauges)
 
     def merged(self, others: list[dict]) -> "Metrics":
@@ -72,10 +73,16 @@ class Metrics:
             total.ttfa.merge(snap["ttfa"])
             total.rtf.merge(snap["rtf"])
             total.relay.merge(snap["relay"])
+            total.arrival = [a + b for a, b in zip(total.arrival, snap["arrival"])]
             total.requests.update(snap["requests"])
             total.errors.update(snap["errors"])
             total.audio_samples += snap["audio_samples"]
         return total
+
+    def arrived(self, now: float, sent: list[float]) -> None:
+        """A batch of chunks the engine sent at `sent` (those with audio) read at `now`."""
+        self.arrival[0] += len(sent) * now - sum(sent)
+        self.arrival[1] += len(sent)
 
     def render(self, gauges: dict[str, tuple[str, float]], info: dict) -> str:
         """`info`: the engine's (its sample_rate and samples_per_frame)."""
@@ -102,6 +109,10 @@ class Metrics:
                          "per chunk: from the engine's send to its context taking it (IPC, the front end's event "
                          "loop, and a reader's own wait: a slow HTTP body)",
                          self.relay.render("tts_chunk_relay_seconds", "api"))
+        lines += _family("tts_chunk_arrival_seconds", "summary",
+                         "per chunk: from the engine's send to the front end reading it (the relay's first part)",
+                         [f"tts_chunk_arrival_seconds_sum {self.arrival[0]:.6f}",
+                          f"tts_chunk_arrival_seconds_count {self.arrival[1]}"])
         return "\n".join(lines) + "\n"
 
 

@@ -149,6 +149,8 @@ def test_metrics_expose_latency_load_and_errors(http, voice):
     assert int(values['tts_real_time_factor_count{api="http"}']) >= 1
     relayed = int(values['tts_chunk_relay_seconds_count{api="http"}'])          # every chunk with audio, in process
     assert relayed >= 3 and 0 <= float(values['tts_chunk_relay_seconds_sum{api="http"}']) / relayed < 1.0
+    arrived = int(values["tts_chunk_arrival_seconds_count"])                   # its first part: to the front end's read
+    assert arrived >= relayed and 0 <= float(values["tts_chunk_arrival_seconds_sum"]) / arrived < 1.0
     assert int(values['tts_errors_total{code="unknown_voice"}']) >= 1
     assert float(values["tts_frames_total"]) > 0
     for gauge in ("tts_active_contexts", "tts_generating_requests", "tts_queued_requests", "tts_frames_per_second",
