@@ -168,6 +168,7 @@ class ModelRunner:
     def decode(self, seqs, codes: torch.Tensor) -> HostCopy:
         slots = self._tensor([s.slot for s in seqs])
         if self.codec_stream is None:
+            codes = codes.clone()           # the decode graph shares the pool that holds the predict graph's output
             with self.timeline.stage("decode"):
                 return HostCopy(codes, self.decode_stage(None, slots, codes))
         # the talk graph beside the decode may reuse the predict output's memory
