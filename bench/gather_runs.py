@@ -33,7 +33,8 @@ def first_chunk(now: dict, before: dict) -> dict | None:
         return None
     mean = {k: round(1000 * grown[k] / grown["chunks"], 1) for k in ("to_slot", "slot_to_first_chunk")}
     ttfa = round(1000 * grown["ttfa"] / grown["ttfa_count"], 1)
-    relay = {k: round(1000 * grown[k] / grown[f"{k}_count"], 1) for k in ("relay", "arrival") if grown.get(f"{k}_count")}
+    relay = {k: round(1000 * grown[k] / grown[f"{k}_count"], 1)
+             for k in ("relay", "arrival") if grown.get(f"{k}_count")}
     return dict(chunks=int(grown["chunks"]), ttfa=ttfa, **mean, rest=round(ttfa - sum(mean.values()), 1), **relay)
 
 

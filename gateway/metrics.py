@@ -55,7 +55,7 @@ class Metrics:
         self.ttfa = Histogram(TTFA_BUCKETS)          # seconds from an utterance's first text to its first audio
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
         self.relay = Histogram(RELAY_BUCKETS)        # per chunk: seconds from the engine's send to its context
-        self.arrival = [0.0, 0]                      # per chunk: seconds from the engine's send to this front end's read
+        self.arrival = [0.0, 0]                      # per chunk: seconds from the engine's send to this front end
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
         self.audio_samples = 0                       # samples (at the engine's rate) the engine delivered

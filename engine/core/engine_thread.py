@@ -76,7 +76,7 @@ class EngineThread:
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
         most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
         line_ms, plan = getattr(self.scheduler.admission, "max_step_ms", None), self.side_work.plan
-        if line_ms is not None and plan is not None:      # half the room admission leaves: the rest, for streams joining
+        if line_ms is not None and plan is not None:      # half the room admission leaves; the rest, streams joining
             most = min(most, (line_ms / 1000 - plan.alone(step_s)) / 2)
         budget = SideWork.budget(slack, SideWork.reserve(step_s), most)
         self.side_work.planned(step_s, budget)       # the turns words are admitted on
