@@ -43,8 +43,7 @@ class Gateway:
         self.config, self.engine, self.clock = config, engine, clock
         self.status = "loading"              # loading -> ready -> shutting_down (or failed)
         self.metrics = Metrics()
-        if hasattr(engine, "arrived"):       # an engine core behind a socket: how long its chunks take to get here
-            engine.arrived = self.metrics.arrived
+        engine.arrived = self.metrics.arrived      # how long the engine core's chunks take to reach this front end
         self.sessions: set = set()
         self.open_contexts = 0
         self.reporter: asyncio.Task | None = None

@@ -75,7 +75,7 @@ class EngineThread:
         # audio pays for it: then a turn is short, so that words keep up while streams start all the time
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
         most = max(STARTING_TURN_S, step_s / 2) if self.scheduler.starting() else float("inf")
-        line_ms, plan = getattr(self.scheduler.admission, "max_step_ms", None), self.side_work.plan
+        line_ms, plan = self.scheduler.admission.max_step_ms, self.side_work.plan
         if line_ms is not None and plan is not None:      # half the room admission leaves; the rest, streams joining
             most = min(most, (line_ms / 1000 - plan.alone(step_s)) / 2)
         budget = SideWork.budget(slack, SideWork.reserve(step_s), most)
