@@ -131,10 +131,11 @@ def test_a_listener_one_step_past_its_first_chunk_leaves_room_for_a_turn():
     """A first chunk of two frames, one step played, its next frame in flight: the turn delays that frame until the
     next step's read, so the listener keeps that step and the relay; at 40 ms steps a turn fits (a reserve of three
     steps, 120 ms, had allowed none while any stream had just started)."""
-    reserve, budget = SideWork.reserve, SideWork.budget
+    reserve, budget = SideWork(frame_s=0.08).reserve, SideWork.budget
     assert abs(budget(0.16 - 0.04, reserve(0.04), 0.02) - 0.02) < 1e-9
     assert budget(0.1, reserve(0.064), 0.032) < 0                      # a 64 ms step keeps 128 ms
     assert budget(0.08, reserve(0.02), 0.02) <= 0                       # one frame: the relay's jitter, no turn
+    assert abs(SideWork().reserve(0.04) - 0.12) < 1e-9                   # a CPU's untimed turns: three steps
 
 
 def test_the_capacity_words_are_admitted_on_is_the_share_over_many_steps_not_the_last():
@@ -164,7 +165,8 @@ def test_turns_never_take_the_step_time_admission_keeps_for_streams():
         seen = []
         scheduler = SimpleNamespace(slack_s=lambda now, listening: 9.0, starting=lambda: False,
                                     admission=SimpleNamespace(max_step_ms=line_ms))
-        side_work = SimpleNamespace(plan=TurnPlan(0.08), wanted=None, planned=lambda step_s, b: seen.append(b))
+        side_work = SimpleNamespace(plan=TurnPlan(0.08), wanted=None, planned=lambda step_s, b: seen.append(b),
+                                    reserve=SideWork(frame_s=0.08).reserve)
         thread = EngineThread(None, scheduler, None, SimpleNamespace(step_s=0.06), None, side_work,
                               SimpleNamespace(monotonic=lambda: 0.0))
         thread._offer_turn()

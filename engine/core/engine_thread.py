@@ -78,7 +78,7 @@ class EngineThread:
         line_ms, plan = self.scheduler.admission.max_step_ms, self.side_work.plan
         if line_ms is not None and plan is not None:      # half the room admission leaves; the rest, streams joining
             most = min(most, (line_ms / 1000 - plan.alone(step_s)) / 2)
-        budget = SideWork.budget(slack, SideWork.reserve(step_s), most)
+        budget = SideWork.budget(slack, self.side_work.reserve(step_s), most)
         self.side_work.planned(step_s, budget)       # the turns words are admitted on
         if self.side_work.wanted is None:
             return

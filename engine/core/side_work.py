@@ -92,11 +92,11 @@ class SideWork:
             self._untimed = [t for t in self._untimed if t not in timed]
         return self.plan.after_step(step_s, sum(map(device_seconds, timed)), most_s)
 
-    @staticmethod
-    def reserve(step_s: float) -> float:
-        """The audio a listener keeps past a turn: the turn delays the frames in flight until the next step's read,
-        so that step and the relay after it (its jitter at least RESERVE_S)."""
-        return max(RESERVE_S, 2 * step_s)
+    def reserve(self, step_s: float) -> float:
+        """The audio a listener keeps past a turn: a timed turn (a GPU's) delays the frames in flight until the next
+        step's read, so that step and the relay after it (its jitter at least RESERVE_S); an untimed one (a CPU's,
+        whose work shares the engine's cores and may outlast its budget) a step more, at least 100 ms."""
+        return max(RESERVE_S, 2 * step_s) if self.plan is not None else max(0.1, 3 * step_s)
 
     @staticmethod
     def budget(slack_s: float, reserve_s: float, most_s: float = float("inf")) -> float:
