@@ -16,7 +16,8 @@ FIRST_CHUNK = {"tts_engine_first_chunks": "chunks", "tts_engine_to_slot_seconds"
                'tts_time_to_first_audio_seconds_count{api="websocket"}': "ttfa_count",
                'tts_chunk_relay_seconds_sum{api="websocket"}': "relay",
                'tts_chunk_relay_seconds_count{api="websocket"}': "relay_count",
-               "tts_chunk_arrival_seconds_sum": "arrival", "tts_chunk_arrival_seconds_count": "arrival_count"}
+               "tts_chunk_arrival_seconds_sum": "arrival", "tts_chunk_arrival_seconds_count": "arrival_count",
+               "tts_chunk_core_seconds_sum": "core", "tts_chunk_core_seconds_count": "core_count"}
 
 
 def counters(metrics: list[str]) -> dict:
@@ -27,14 +28,15 @@ def counters(metrics: list[str]) -> dict:
 def first_chunk(now: dict, before: dict) -> dict | None:
     """Means over the run's first chunks in ms; `rest` is TTFA less the engine's two parts (front end, IPC, the wait
     for a step boundary); `relay`, where served: every chunk's mean from the engine's send to its context; `arrival`:
-    to the front end's read of it (the relay's first part)."""
+    to the front end's read of it (the relay's first part); `core`: to the core's I/O thread taking it (the arrival's
+    first part)."""
     grown = {k: v - before.get(k, 0.0) for k, v in now.items()}
     if grown.get("chunks", 0) <= 0 or grown.get("ttfa_count", 0) <= 0:
         return None
     mean = {k: round(1000 * grown[k] / grown["chunks"], 1) for k in ("to_slot", "slot_to_first_chunk")}
     ttfa = round(1000 * grown["ttfa"] / grown["ttfa_count"], 1)
     relay = {k: round(1000 * grown[k] / grown[f"{k}_count"], 1)
-             for k in ("relay", "arrival") if grown.get(f"{k}_count")}
+             for k in ("relay", "arrival", "core") if grown.get(f"{k}_count")}
     return dict(chunks=int(grown["chunks"]), ttfa=ttfa, **mean, rest=round(ttfa - sum(mean.values()), 1), **relay)
 
 

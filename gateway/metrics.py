@@ -55,7 +55,9 @@ class Metrics:
         self.ttfa = Histogram(TTFA_BUCKETS)          # seconds from an utterance's first text to its first audio
         self.rtf = Histogram(RTF_BUCKETS)            # per utterance: generation time after first audio / its audio
         self.relay = Histogram(RELAY_BUCKETS)        # per chunk: seconds from the engine's send to its context
-        self.arrival = [0.0, 0]                      # per chunk: seconds from the engine's send to this front end
+        # per chunk: seconds from the engine's send to this front end, the count, and the part before the core's I/O
+        # thread took it
+        self.arrival = [0.0, 0, 0.0]
         self.requests: Counter = Counter()           # engine requests started, by api
         self.errors: Counter = Counter()             # error events and responses, by code
         self.audio_samples = 0                       # samples (at the engine's rate) the engine delivered
@@ -79,10 +81,12 @@ class Metrics:
             total.audio_samples += snap["audio_samples"]
         return total
 
-    def arrived(self, now: float, sent: list[float]) -> None:
-        """A batch of chunks the engine sent at `sent` (those with audio) read at `now`."""
+    def arrived(self, now: float, taken: float, sent: list[float]) -> None:
+        """A batch of chunks the engine sent at `sent` (those with audio), taken by the core's I/O thread at `taken`,
+        read at `now`."""
         self.arrival[0] += len(sent) * now - sum(sent)
         self.arrival[1] += len(sent)
+        self.arrival[2] += len(sent) * taken - sum(sent)
 
     def render(self, gauges: dict[str, tuple[str, float]], info: dict) -> str:
         """`info`: the engine's (its sample_rate and samples_per_frame)."""
@@ -113,6 +117,10 @@ class Metrics:
                          "per chunk: from the engine's send to the front end reading it (the relay's first part)",
                          [f"tts_chunk_arrival_seconds_sum {self.arrival[0]:.6f}",
                           f"tts_chunk_arrival_seconds_count {self.arrival[1]}"])
+        lines += _family("tts_chunk_core_seconds", "summary",
+                         "per chunk: from the engine's send to the engine core's I/O thread taking it (the arrival's "
+                         "first part)", [f"tts_chunk_core_seconds_sum {self.arrival[2]:.6f}",
+                                         f"tts_chunk_core_seconds_count {self.arrival[1]}"])
         return "\n".join(lines) + "\n"
 
 

@@ -151,6 +151,9 @@ def test_metrics_expose_latency_load_and_errors(http, voice):
     assert relayed >= 3 and 0 <= float(values['tts_chunk_relay_seconds_sum{api="http"}']) / relayed < 1.0
     arrived = int(values["tts_chunk_arrival_seconds_count"])                   # its first part: to the front end's read
     assert arrived >= relayed and 0 <= float(values["tts_chunk_arrival_seconds_sum"]) / arrived < 1.0
+    core = float(values["tts_chunk_core_seconds_sum"])                         # its first part: the core's hand-off
+    assert int(values["tts_chunk_core_seconds_count"]) == arrived and 0 <= core <= float(
+        values["tts_chunk_arrival_seconds_sum"])
     assert int(values['tts_errors_total{code="unknown_voice"}']) >= 1
     assert float(values["tts_frames_total"]) > 0
     for gauge in ("tts_active_contexts", "tts_generating_requests", "tts_queued_requests", "tts_frames_per_second",

@@ -38,7 +38,7 @@ class EngineClient:
         self.voices, self.latest_stats = VoiceNames(), {}
         self.info = self.validator = self.ids = self.core = self.on_failure = self.failure = self.aligner = None
         self.identity = uuid.uuid4().bytes
-        self.arrived = None                       # (now, the chunks' send times): the gateway's metrics
+        self.arrived = None               # (now, when the core took them, the chunks' send times): the gateway's metrics
         self.handlers = {Chunks: self._on_chunks, Failed: self._on_failed, Answer: self._on_answer,
                          Stats: self._on_stats, VoiceList: self.voices.take, Ready: self._on_ready}
 
@@ -140,7 +140,7 @@ class EngineClient:
 
     def _on_chunks(self, msg: Chunks) -> None:
         if self.arrived is not None:
-            self.arrived(time.monotonic(), [head[5] for head in msg.heads if head[5] and head[6]])
+            self.arrived(time.monotonic(), msg.taken_at, [head[5] for head in msg.heads if head[5] and head[6]])
         for chunk in msg.unpack():
             if (handle := self.requests.get(chunk.id)) is not None:
                 if chunk.chunk.final:

@@ -1,5 +1,6 @@
 """What crosses between a front end and the engine core besides the requests' own commands (engine.api.commands):
 dataclasses, a list of them pickled once per batch (wire.py)."""
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +86,7 @@ class Chunks:
     heads: list     # (request id, frame offset, sample offset, final, finish reason, sent at, samples, frames)
     pcm: np.ndarray
     codes: np.ndarray             # [frames, codebooks]
+    taken_at: float = 0.0         # when the core's I/O thread took them from the engine thread
 
     @classmethod
     def of(cls, chunks: list) -> "Chunks":
@@ -102,7 +104,7 @@ class Chunks:
                 pcm.append(a.pcm)
                 samples, frames, width = len(a.pcm), len(a.codes), a.codes.shape[1]
             heads.append((c.id, a.frame_offset, a.sample_offset, a.final, a.finish_reason, a.sent_at, samples, frames))
-        return cls(heads, np.concatenate(pcm), np.concatenate(codes).reshape(-1, width))
+        return cls(heads, np.concatenate(pcm), np.concatenate(codes).reshape(-1, width), time.monotonic())
 
     @staticmethod
     def gather(messages: list) -> list:
