@@ -68,10 +68,13 @@ class StandInEngine:
     def stats(self):
         return {"active": 0}
 
+    def on_delivered(self, callback):
+        self.delivered = callback
+
 
 def dispatch_with(aligner=None):
     engine, sent, stopped = StandInEngine(), [], []
-    return engine, sent, stopped, Dispatch(engine, aligner, lambda peer, m: sent.append((peer, m)),
+    return engine, sent, stopped, Dispatch(engine, aligner, lambda peer, m: sent.append((peer, m)), sent.append,
                                            lambda: stopped.append(True))
 
 
@@ -119,6 +122,33 @@ def done(result):
     future = Future()
     future.set_result(result)
     return future
+
+
+def test_the_engine_threads_deliveries_leave_when_its_loop_ends_in_one_message_a_front_end(monkeypatch):
+    """A step's chunks wait for the engine thread's loop to end, then go out together: one Chunks a front end, not
+    pieces sent while the engine thread still makes the rest (each a wake-up of the I/O thread and a GIL hand-off)."""
+    from gateway.engine_process import starts
+    from gateway.engine_process.io_loop import CoreIOLoop
+    engine = StandInEngine()
+    core = CoreIOLoop(engine, None, starts.address())
+    sent = []
+    monkeypatch.setattr(core.sock, "send_multipart", lambda frames, copy: sent.append((frames[0], wire.loads(
+        [bytes(f) for f in frames[1:]]))))
+    core.dispatch.receive(b"p", wire.dumps([Hello(os.getpid()), AddRequest(ID_SPAN, "a"),
+                                            AddRequest(ID_SPAN + 1, "b")]))
+    core.dispatch.receive(b"q", wire.dumps([Hello(os.getpid()), AddRequest(2 * ID_SPAN, "c")]))
+    core._flush()
+    sent.clear()
+    for _, seq_id, _, handle in (cmd for batch in engine.applied for cmd in batch):
+        handle.deliver(UnjoinedChunk([(np.full(2, seq_id), np.ones(3, np.float32))], 0, 0))
+    assert core.outbox.empty()                                  # nothing leaves before the loop's end
+    engine.delivered()
+    core._flush()
+    assert [peer for peer, _ in sent] == [b"p", b"q"] and all(len(msgs) == 1 for _, msgs in sent)
+    assert [[c.id for c in msgs[0].unpack()] for _, msgs in sent] == [[ID_SPAN, ID_SPAN + 1], [2 * ID_SPAN]]
+    engine.delivered()
+    assert core.outbox.empty()                                  # an empty loop sends nothing
+    core.sock.close(), core.ctx.term()
 
 
 # the last: an array sent out of band, its frame missing

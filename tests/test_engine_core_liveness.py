@@ -9,7 +9,7 @@ from gateway.engine_process.io_loop import CoreIOLoop
 
 def test_the_core_stops_serving_once_its_engine_thread_is_gone():
     engine = SimpleNamespace(is_alive=lambda: False, shutdown=lambda: None,
-                             stats=lambda: {}, voice_names=lambda: [])
+                             stats=lambda: {}, voice_names=lambda: [], on_delivered=lambda callback: None)
     worker = CoreIOLoop(engine, None, starts.address())
     serving = threading.Thread(target=worker.serve, daemon=True)
     serving.start()

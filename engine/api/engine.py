@@ -136,6 +136,11 @@ class Engine:
         seed = request.sampling.seed if request.sampling.seed is not None else secrets.randbits(31)
         return Sequence(seq_id, request, handle, seed, self.model.text_prefix, self.model.audio)
 
+    def on_delivered(self, callback) -> None:
+        """`callback()` on the engine thread once each of its loops has delivered to the handles (a step's chunks,
+        errors): a caller that ships deliveries in batches ships them then."""
+        self.thread.delivered = callback
+
     def apply(self, commands: list) -> None:
         """Sequences to add and AppendText/CloseText/CancelRequest, in order, taken by the engine thread at once."""
         self.inbox.put(Batch(commands))

@@ -25,6 +25,7 @@ class EngineThread:
         self.errors = 0
         self._stop = False
         self._thread: threading.Thread | None = None
+        self.delivered = lambda: None       # called once a loop's deliveries to handles are made: whoever ships them
         self.handlers = {Sequence: self._add, AppendText: self._append, CloseText: self._close,
                          CancelRequest: self._cancel, Batch: self._batch}
 
@@ -52,6 +53,7 @@ class EngineThread:
             if not busy:
                 self.side_work.idle()
             self.drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
+            self.delivered()
             if self._stop:
                 break
             self._follow(self.side_work.close())
@@ -63,12 +65,15 @@ class EngineThread:
                 self.step.drop_in_flight()
                 for seq, error in self.isolation.failed(exc):
                     self._fail(seq, error)
+                self.delivered()
             else:
+                self.delivered()
                 if self.side_work.attached:
                     self._offer_turn()
         self.side_work.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting) + self.scheduler.queue.seqs():
             self._fail(seq, RuntimeError("engine shut down"))
+        self.delivered()
 
     def _offer_turn(self) -> None:
         # streams not yet heard do not bound the turn (their first chunk waits for the next step) but their first

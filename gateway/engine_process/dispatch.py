@@ -17,9 +17,10 @@ ID_SPAN = 1 << 40             # each front end's request ids: a range of its own
 
 
 class Dispatch:
-    def __init__(self, engine, aligner, put, stop):
-        """`put(peer, message)` sends from any thread; `stop()` ends the core."""
-        self.engine, self.aligner, self.put, self.stop = engine, aligner, put, stop
+    def __init__(self, engine, aligner, put, deliver, stop):
+        """`put(peer, message)` sends from any thread; `deliver((peer, message))`, the engine thread's, goes out once
+        its loop ends; `stop()` ends the core."""
+        self.engine, self.aligner, self.put, self.deliver, self.stop = engine, aligner, put, deliver, stop
         self.peers: set[bytes] = set()
         self.first_ids = itertools.count(ID_SPAN, ID_SPAN)
         self.voice_names: list[str] = []       # as last shipped to the front ends
@@ -53,7 +54,7 @@ class Dispatch:
     def _add(self, peer: bytes, msg: AddRequest):
         opened = self.open.setdefault(peer, set())
         opened.add(msg.id)
-        return self.engine.sequence(msg.id, msg.request, Delivery(self.put, peer, msg.id, opened))
+        return self.engine.sequence(msg.id, msg.request, Delivery(self.deliver, peer, msg.id, opened))
 
     @staticmethod
     def _forward(peer: bytes, msg):
@@ -159,12 +160,13 @@ class Dispatch:
 
 class Delivery:
     """A request's chunks and error, from the engine thread to its front end."""
-    __slots__ = ("put", "peer", "id", "opened")
+    __slots__ = ("send", "peer", "id", "opened")
 
-    def __init__(self, put, peer: bytes, request_id: int, opened: set):
-        self.put, self.peer, self.id, self.opened = put, peer, request_id, opened
+    def __init__(self, send, peer: bytes, request_id: int, opened: set):
+        self.send, self.peer, self.id, self.opened = send, peer, request_id, opened
 
     def deliver(self, item) -> None:
         if isinstance(item, Exception) or item.final:
             self.opened.discard(self.id)
-        self.put(self.peer, Failed(self.id, Failure.of(item)) if isinstance(item, Exception) else Chunk(self.id, item))
+        msg = Failed(self.id, Failure.of(item)) if isinstance(item, Exception) else Chunk(self.id, item)
+        self.send((self.peer, msg))

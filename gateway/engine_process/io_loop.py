@@ -23,13 +23,15 @@ class CoreIOLoop:
         self.ctx = zmq.Context()
         self.sock = wire.socket(self.ctx, zmq.ROUTER)
         self.sock.bind(address)
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()       # (peer, message), or a list of them
+        self.pending: list = []          # the engine thread's deliveries since its loop last ended
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         self.signalled = False
         self.running = True
         self.failure: str | None = None
-        self.dispatch = Dispatch(engine, aligner, self.put, self.stop)
+        self.dispatch = Dispatch(engine, aligner, self.put, self.pending.append, self.stop)
+        engine.on_delivered(self.delivered)
 
     def serve(self, parent_pid: int | None = None) -> None:
         poller = zmq.Poller()
@@ -68,6 +70,17 @@ class CoreIOLoop:
     def put(self, peer: bytes, msg) -> None:
         """From any thread (the engine's, the aligner's, this one)."""
         self.outbox.put((peer, msg))
+        self._wake()
+
+    def delivered(self) -> None:
+        """The engine thread's, after each of its loops: a step's chunks go out together, in one batch a front end,
+        rather than in pieces woken by each chunk while the engine thread still sends the rest."""
+        if self.pending:
+            self.outbox.put(self.pending.copy())
+            self.pending.clear()
+            self._wake()
+
+    def _wake(self) -> None:
         if not self.signalled:
             self.signalled = True
             try:
@@ -80,8 +93,9 @@ class CoreIOLoop:
         batches = defaultdict(list)
         try:
             while True:
-                peer, msg = self.outbox.get_nowait()
-                batches[peer].append(msg)
+                item = self.outbox.get_nowait()
+                for peer, msg in item if type(item) is list else (item,):
+                    batches[peer].append(msg)
         except queue.Empty:
             pass
         for peer, msgs in batches.items():     # a joined PCM is ours alone: zmq sends it without a copy
