@@ -71,6 +71,9 @@ class StandInEngine:
     def on_delivered(self, callback):
         self.delivered = callback
 
+    def shutdown(self):
+        pass
+
 
 def dispatch_with(aligner=None):
     engine, sent, stopped = StandInEngine(), [], []
@@ -148,7 +151,7 @@ def test_the_engine_threads_deliveries_leave_when_its_loop_ends_in_one_message_a
     assert [[c.id for c in msgs[0].unpack()] for _, msgs in sent] == [[ID_SPAN, ID_SPAN + 1], [2 * ID_SPAN]]
     engine.delivered()
     assert core.outbox.empty()                                  # an empty loop sends nothing
-    core.sock.close(), core.ctx.term()
+    core.close()
 
 
 # the last: an array sent out of band, its frame missing

@@ -92,6 +92,7 @@ class EngineThread:
     def _before_turn(self, slack: float):
         """The turn follows all of the step, its decode too."""
         self.step.audio.send(slack, heard_only=True)
+        self.delivered()                            # those chunks go out before the turn, not after it
         self.runner.join_decode()
         return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
 
