@@ -138,7 +138,7 @@ class Engine:
 
     def on_delivered(self, callback) -> None:
         """`callback()` on the engine thread once each of its loops has delivered to the handles (a step's chunks,
-        errors): a caller that ships deliveries in batches ships them then."""
+        errors), and before an aligner's turn: a caller that ships deliveries in batches ships them then."""
         self.thread.delivered = callback
 
     def apply(self, commands: list) -> None:
