@@ -80,7 +80,10 @@ class Talkers:
         seq_id = next(self.ids)
         request = self.engine.validator.prepare(SynthesisRequest(text="", text_complete=False))
         self.sent[seq_id] = [next(self.texts), 0]
-        return self.engine.sequence(seq_id, request, Outbox(seq_id, self.deliver))
+        return self.engine.sequence(seq_id, request, self.handle(seq_id))
+
+    def handle(self, seq_id: int):
+        return Outbox(seq_id, self.deliver)
 
     def tick_until(self, now: float) -> None:
         """Every tick due by `now`: one Batch (the gateway's per event-loop turn) of each context's next piece."""
