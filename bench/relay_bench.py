@@ -32,14 +32,15 @@ from gateway.engine_process.messages import Chunks, Hello  # noqa: E402
 READER = b"reader"
 
 
-def read(address: str, seconds: float, out) -> None:
-    """A front end's read of the core's batches: each chunk's seconds from its send to the read and to its join."""
+def read(address: str, stop, out) -> None:
+    """A front end's read of the core's batches until `stop` is set: each chunk's seconds from its send to the read
+    and to its join."""
     ctx = zmq.Context()
     sock = wire.socket(ctx, zmq.DEALER, READER)
     sock.connect(address)
     sock.send_multipart(wire.dumps([Hello(os.getpid())]))
-    arrival, core, end = [], [], time.monotonic() + seconds
-    while time.monotonic() < end:
+    arrival, core = [], []
+    while not stop.is_set():
         if sock.poll(100):
             frames = sock.recv_multipart()
             now = time.monotonic()
@@ -48,6 +49,8 @@ def read(address: str, seconds: float, out) -> None:
                     sent = [head[5] for head in msg.heads if head[5] and head[6]]
                     arrival += [now - s for s in sent]
                     core += [msg.taken_at - s for s in sent]
+    sock.close(linger=0)
+    ctx.term()
     out.put((arrival, core))
 
 
@@ -64,22 +67,17 @@ class CoreTalkers(Talkers):
         return type("Both", (), {"deliver": lambda _, item: (delivery.deliver(item), local.deliver(item))})()
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--streams", type=int, default=1792)
-    p.add_argument("--step-ms", type=float, default=62.0, help="the device's step: each step lasts this long")
-    p.add_argument("--steps", type=int, default=150, help="steps measured, after every stream has joined")
-    p.add_argument("--dummy", default="tiny")
-    a = p.parse_args()
-    engine = Engine(hollow(load_model(dummy=a.dummy)), max_active=a.streams, kv_tokens_per_stream=640,
-                    use_graphs=False)
+def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[list[float], list[float]]:
+    """-> each chunk's seconds from the engine's send to the reader, and to its batch's join."""
+    engine = Engine(hollow(load_model(dummy=dummy)), max_active=streams, kv_tokens_per_stream=640, use_graphs=False)
     engine.runner.kv.locate = lambda *args, **kwargs: None
     engine.is_alive = lambda: True               # its steps run here, not on its own thread
     address = starts.address()
     core = CoreIOLoop(engine, None, address)
-    threading.Thread(target=core.serve, daemon=True).start()
-    results = mp.Queue()
-    reader = mp.Process(target=read, args=(address, 10 + 2 * a.steps * a.step_ms / 1000, results))
+    serving = threading.Thread(target=core.serve, daemon=True)
+    serving.start()
+    results, stop = mp.Queue(), mp.Event()
+    reader = mp.Process(target=read, args=(address, stop, results))
     reader.start()
     while READER not in core.dispatch.peers:
         time.sleep(0.05)
@@ -89,25 +87,43 @@ def main():
         time.sleep(max(0.0, deadline[0] - time.monotonic()))
         return wait(self)
     step_module.HostCopy.wait = device_wait
-    talkers = CoreTalkers(engine, core, a.streams)
-    talkers.next_tick = time.monotonic()
-    thread, sched, steps, full = engine.thread, engine.scheduler, 0, False
-    while steps < a.steps:
-        talkers.tick_until(time.monotonic())
-        deadline[0] = time.monotonic() + a.step_ms / 1000
-        thread.drain()
-        core.delivered()
-        thread.isolation.run(engine.step.run)
-        core.delivered()
-        time.sleep(max(0.0, deadline[0] - time.monotonic()))
-        talkers.collect()
-        full = full or len(sched.running) == a.streams
-        steps += full
+    try:
+        talkers = CoreTalkers(engine, core, streams)
+        talkers.next_tick = time.monotonic()
+        thread, sched, done, full = engine.thread, engine.scheduler, 0, False
+        while done < steps:
+            talkers.tick_until(time.monotonic())
+            deadline[0] = time.monotonic() + step_ms / 1000
+            thread.drain()
+            core.delivered()
+            thread.isolation.run(engine.step.run)
+            core.delivered()
+            time.sleep(max(0.0, deadline[0] - time.monotonic()))
+            talkers.collect()
+            full = full or len(sched.running) == streams
+            done += full
+    finally:
+        step_module.HostCopy.wait = wait
+    time.sleep(0.5)                              # the last batches reach the reader
+    stop.set()
     arrival, joined = results.get()
+    reader.join()
+    core.stop()
+    serving.join()
+    return arrival, joined
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, default=1792)
+    p.add_argument("--step-ms", type=float, default=62.0, help="the device's step: each step lasts this long")
+    p.add_argument("--steps", type=int, default=150, help="steps measured, after every stream has joined")
+    p.add_argument("--dummy", default="tiny")
+    a = p.parse_args()
+    arrival, joined = run(a.streams, a.step_ms, a.steps, a.dummy)
     ms = lambda xs: f"mean {1000 * statistics.mean(xs):.1f} p90 {1000 * statistics.quantiles(xs, n=10)[-1]:.1f} ms"
     print(f"{a.streams} streams, {a.step_ms:g} ms steps: core {ms(joined)}, arrival {ms(arrival)} "
           f"({len(arrival)} chunks)")
-    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -22,3 +22,11 @@ def test_host_bench_streams_every_context_through_and_profiles_the_engine_path(i
 def test_the_c_library_keeps_chunk_memory_on_the_heap():
     from engine.core.host_heap import keep_heap
     assert keep_heap()            # glibc took both thresholds: chunks no longer come from fresh mmaps
+
+
+@pytest.mark.slow                                   # a reader process
+def test_relay_bench_carries_every_chunk_to_a_reader_and_times_both_parts():
+    from bench.relay_bench import run
+    arrival, joined = run(16, 40.0, 20)
+    assert len(arrival) == len(joined) >= 16 * 5                  # several chunks a stream
+    assert all(0 <= j <= a < 1.0 for a, j in zip(arrival, joined))  # joined before read, read within a second
