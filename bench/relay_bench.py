@@ -73,12 +73,12 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
     engine.runner.kv.locate = lambda *args, **kwargs: None
     engine.is_alive = lambda: True               # its steps run here, not on its own thread
     address = starts.address()
+    results, stop = mp.Queue(), mp.Event()
+    reader = mp.Process(target=read, args=(address, stop, results))
+    reader.start()                               # forked before any thread of ours: it connects once the core binds
     core = CoreIOLoop(engine, None, address)
     serving = threading.Thread(target=core.serve, daemon=True)
     serving.start()
-    results, stop = mp.Queue(), mp.Event()
-    reader = mp.Process(target=read, args=(address, stop, results))
-    reader.start()
     while READER not in core.dispatch.peers:
         time.sleep(0.05)
     deadline, wait = [0.0], step_module.HostCopy.wait
