@@ -67,8 +67,9 @@ class CoreTalkers(Talkers):
         return type("Both", (), {"deliver": lambda _, item: (delivery.deliver(item), local.deliver(item))})()
 
 
-def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[list[float], list[float]]:
-    """-> each chunk's seconds from the engine's send to the reader, and to its batch's join."""
+def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[list[float], list[float], list[float]]:
+    """-> each chunk's seconds from the engine's send to the reader, and to its batch's join; each measured step's
+    engine-thread CPU seconds (its device wait out)."""
     engine = Engine(hollow(load_model(dummy=dummy)), max_active=streams, kv_tokens_per_stream=640, use_graphs=False)
     engine.runner.kv.locate = lambda *args, **kwargs: None
     engine.is_alive = lambda: True               # its steps run here, not on its own thread
@@ -90,18 +91,21 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
     try:
         talkers = CoreTalkers(engine, core, streams)
         talkers.next_tick = time.monotonic()
-        thread, sched, done, full = engine.thread, engine.scheduler, 0, False
+        thread, sched, done, full, host = engine.thread, engine.scheduler, 0, False, []
         while done < steps:
             talkers.tick_until(time.monotonic())
             deadline[0] = time.monotonic() + step_ms / 1000
+            cpu = time.thread_time()
             thread.drain()
             core.delivered()
             thread.isolation.run(engine.step.run)
             core.delivered()
+            cpu = time.thread_time() - cpu
             time.sleep(max(0.0, deadline[0] - time.monotonic()))
             talkers.collect()
             full = full or len(sched.running) == streams
             done += full
+            host += [cpu] * full
     finally:
         step_module.HostCopy.wait = wait
     time.sleep(0.5)                              # the last batches reach the reader
@@ -110,7 +114,7 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
     reader.join()
     core.stop()
     serving.join()
-    return arrival, joined
+    return arrival, joined, host
 
 
 def main():
@@ -120,10 +124,10 @@ def main():
     p.add_argument("--steps", type=int, default=150, help="steps measured, after every stream has joined")
     p.add_argument("--dummy", default="tiny")
     a = p.parse_args()
-    arrival, joined = run(a.streams, a.step_ms, a.steps, a.dummy)
+    arrival, joined, host = run(a.streams, a.step_ms, a.steps, a.dummy)
     ms = lambda xs: f"mean {1000 * statistics.mean(xs):.1f} p90 {1000 * statistics.quantiles(xs, n=10)[-1]:.1f} ms"
     print(f"{a.streams} streams, {a.step_ms:g} ms steps: core {ms(joined)}, arrival {ms(arrival)} "
-          f"({len(arrival)} chunks)")
+          f"({len(arrival)} chunks); the engine thread's CPU a step {ms(host)}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ def test_the_c_library_keeps_chunk_memory_on_the_heap():
 @pytest.mark.slow                                   # a reader process
 def test_relay_bench_carries_every_chunk_to_a_reader_and_times_both_parts():
     from bench.relay_bench import run
-    arrival, joined = run(16, 40.0, 20)
+    arrival, joined, host = run(16, 40.0, 20)
     assert len(arrival) == len(joined) >= 16 * 5                  # several chunks a stream
+    assert len(host) == 20 and all(0 < h < 0.04 for h in host)    # CPU a step, within the step's time
     assert all(0 <= j <= a < 1.0 for a, j in zip(arrival, joined))  # joined before read, read within a second
