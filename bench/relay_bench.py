@@ -54,6 +54,18 @@ def read(address: str, stop, out) -> None:
     out.put((arrival, core))
 
 
+class Both:
+    """A context's handle here: the core's delivery, and the host bench's own (its talkers open the next context)."""
+    __slots__ = ("core", "local")
+
+    def __init__(self, core, local):
+        self.core, self.local = core, local
+
+    def deliver(self, item) -> None:
+        self.core.deliver(item)
+        self.local.deliver(item)
+
+
 class CoreTalkers(Talkers):
     """The host bench's contexts, their chunks delivered as the engine core delivers them."""
 
@@ -62,9 +74,7 @@ class CoreTalkers(Talkers):
         super().__init__(engine, streams, 4, 0.015, 500, False)
 
     def handle(self, seq_id: int):
-        local = super().handle(seq_id)
-        delivery = Delivery(self.core.pending.append, READER, seq_id, set())
-        return type("Both", (), {"deliver": lambda _, item: (delivery.deliver(item), local.deliver(item))})()
+        return Both(Delivery(self.core.pending.append, READER, seq_id, set()), super().handle(seq_id))
 
 
 def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[list[float], list[float], list[float]]:
