@@ -17,7 +17,9 @@ def scrape(chunks: int, to_slot: float, to_first: float, ttfa_sum: float, ttfa_c
                       *([f'tts_chunk_relay_seconds_sum{{api="websocket"}} {relay[0]}',
                          f'tts_chunk_relay_seconds_count{{api="websocket"}} {relay[1]}',
                          f"tts_chunk_arrival_seconds_sum {relay[0] / 3}",
-                         f"tts_chunk_arrival_seconds_count {relay[1]}"] if relay else [])])
+                         f"tts_chunk_arrival_seconds_count {relay[1]}",
+                         f"tts_chunk_core_seconds_sum {relay[0] / 6}",
+                         f"tts_chunk_core_seconds_count {relay[1]}"] if relay else [])])
 
 
 def test_each_run_gets_its_own_first_chunks_and_the_gpu_medians_while_streams_ran(tmp_path):
@@ -35,5 +37,5 @@ def test_each_run_gets_its_own_first_chunks_and_the_gpu_medians_while_streams_ra
     assert gathered["run1"]["first_chunk"] == dict(chunks=10, ttfa=200.0, to_slot=10.0, slot_to_first_chunk=100.0,
                                                    rest=90.0)
     assert gathered["run2"]["first_chunk"] == dict(chunks=20, ttfa=250.0, to_slot=20.0, slot_to_first_chunk=150.0,
-                                                   rest=80.0, relay=15.0, arrival=5.0)   # every chunk's, where served
+                                                   rest=80.0, relay=15.0, arrival=5.0, core=2.5)   # where served
     assert gathered["run1"]["gpu_ms"] == {} and gathered["run2"]["gpu_ms"] == {"step": 45.0, "idle": 2.0}
