@@ -28,7 +28,7 @@ def counters(metrics: list[str]) -> dict:
 def first_chunk(now: dict, before: dict) -> dict | None:
     """Means over the run's first chunks in ms; `rest` is TTFA less the engine's two parts (front end, IPC, the wait
     for a step boundary); `relay`, where served: every chunk's mean from the engine's send to its context; `arrival`:
-    to the front end's read of it (the relay's first part); `core`: to the core's I/O thread taking it (the arrival's
+    to the front end's read of it (the relay's first part); `core`: to the core joining it into its batch (the arrival's
     first part)."""
     grown = {k: v - before.get(k, 0.0) for k, v in now.items()}
     if grown.get("chunks", 0) <= 0 or grown.get("ttfa_count", 0) <= 0:

@@ -118,7 +118,7 @@ class Metrics:
                          [f"tts_chunk_arrival_seconds_sum {self.arrival[0]:.6f}",
                           f"tts_chunk_arrival_seconds_count {self.arrival[1]}"])
         lines += _family("tts_chunk_core_seconds", "summary",
-                         "per chunk: from the engine's send to the engine core's I/O thread taking it (the arrival's "
+                         "per chunk: from the engine's send to the engine core joining it into its batch (the arrival's "
                          "first part)", [f"tts_chunk_core_seconds_sum {self.arrival[2]:.6f}",
                                          f"tts_chunk_core_seconds_count {self.arrival[1]}"])
         return "\n".join(lines) + "\n"

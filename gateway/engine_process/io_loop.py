@@ -5,6 +5,7 @@ import queue
 import signal
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import zmq
 
@@ -17,13 +18,19 @@ log = logging.getLogger("qwen_tts_gateway")
 STATS_S = 0.1
 
 
+class Packed(NamedTuple):
+    """A front end's batch from the engine thread, pickled: its frames as the socket sends them."""
+    peer: bytes
+    frames: list
+
+
 class CoreIOLoop:
     def __init__(self, engine, aligner, address: str):
         self.engine, self.aligner = engine, aligner
         self.ctx = zmq.Context()
         self.sock = wire.socket(self.ctx, zmq.ROUTER)
         self.sock.bind(address)
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()       # (peer, message), or a list of them
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()       # (peer, message), or a Packed batch
         self.pending: list = []          # the engine thread's deliveries since its loop last ended
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -73,11 +80,16 @@ class CoreIOLoop:
         self._wake()
 
     def delivered(self) -> None:
-        """The engine thread's, after each of its loops: a step's chunks go out together, in one batch a front end,
-        rather than in pieces woken by each chunk while the engine thread still sends the rest."""
+        """The engine thread's, after each of its loops: a step's chunks, joined and pickled here, one batch a front
+        end, so that this thread only sends them: it need not wait for the GIL the engine thread holds while it
+        drains text, schedules and launches the next step."""
         if self.pending:
-            self.outbox.put(self.pending.copy())
+            batches = defaultdict(list)
+            for peer, msg in self.pending:
+                batches[peer].append(msg)
             self.pending.clear()
+            for peer, msgs in batches.items():
+                self.outbox.put(Packed(peer, wire.dumps(Chunks.gather(msgs))))
             self._wake()
 
     def _wake(self) -> None:
@@ -94,8 +106,10 @@ class CoreIOLoop:
         try:
             while True:
                 item = self.outbox.get_nowait()
-                for peer, msg in item if type(item) is list else (item,):
-                    batches[peer].append(msg)
+                if type(item) is Packed:
+                    self.sock.send_multipart([item.peer, *item.frames], copy=False)
+                else:
+                    batches[item[0]].append(item[1])
         except queue.Empty:
             pass
         for peer, msgs in batches.items():     # a joined PCM is ours alone: zmq sends it without a copy

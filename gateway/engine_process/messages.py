@@ -86,7 +86,7 @@ class Chunks:
     heads: list     # (request id, frame offset, sample offset, final, finish reason, sent at, samples, frames)
     pcm: np.ndarray
     codes: np.ndarray             # [frames, codebooks]
-    taken_at: float = 0.0         # when the core's I/O thread took them from the engine thread
+    taken_at: float = 0.0         # when the core joined them (the engine thread, once its loop ended)
 
     @classmethod
     def of(cls, chunks: list) -> "Chunks":
