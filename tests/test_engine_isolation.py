@@ -90,6 +90,29 @@ def test_a_fault_in_a_prefill_requeues_the_streams_admitted_with_it(engine, monk
     assert engine.num_active == 0
 
 
+def test_a_step_that_fails_before_its_talk_leaves_the_talkers_codes_as_without_the_fault(engine, monkeypatch):
+    import numpy as np
+    request = lambda k: SynthesisRequest(text=f"Talker {k} goes on.", sampling=SamplingParams.greedy(),
+                                         max_frames=FRAMES, ignore_eos=True)
+    codes = lambda h: np.concatenate([c.codes for c in h.iter_blocking()])
+    want = [codes(engine.submit(request(k))) for k in range(2)]
+    prefill, calls = engine.runner.prefill, []
+
+    def faulty(seqs, prompts):
+        calls.append(len(seqs))
+        if len(calls) == 2:                     # the joiner's step, after the talkers took their text ids
+            raise RuntimeError("injected prefill fault")
+        return prefill(seqs, prompts)
+    monkeypatch.setattr(engine.runner, "prefill", faulty)
+    talkers = [engine.submit(request(k)) for k in range(2)]
+    chunks = [next(iter(h.iter_blocking())) for h in talkers]          # both talking
+    joiner = engine.submit(request(9))
+    got = [np.concatenate([c.codes, codes(h)]) for c, h in zip(chunks, talkers)]
+    assert len(calls) >= 3 and all(np.array_equal(g, w) for g, w in zip(got, want))
+    joined = outcome(joiner)
+    assert joined == FRAMES or joined.code == "generation_failed"
+
+
 def test_the_servers_own_faults_stay_retryable(engine, monkeypatch):
     import torch
     predict = engine.runner.predict

@@ -66,6 +66,25 @@ def test_streams_sharing_a_prefix_give_the_codes_of_streams_that_prefill_it_them
     assert entry.users == 0 and engine.scheduler.admission.reserved == 0
 
 
+def test_a_streamed_joiner_after_a_cached_prefix_rides_the_talk_with_the_codes_of_its_own_prefill(engine,
+                                                                                                      monkeypatch):
+    request = lambda: SynthesisRequest(text=TEXTS[2], sampling=SamplingParams.greedy(), max_frames=8, voice="ryan",
+                                       language="english")
+    engine.model.builder.share_prefixes = False
+    try:
+        alone = codes(engine.submit(request()))             # its whole prompt through the prefill stage
+    finally:
+        engine.model.builder.share_prefixes = True
+    codes(engine.submit(request()))                         # the prefix filled
+    runs, talks, prefixes = [], [], []
+    stage, talk, start = engine.runner.prefill_stage, engine.runner.talk, engine.runner.kv.start
+    monkeypatch.setattr(engine.runner, "prefill_stage", lambda *a: (runs.append(a), stage(*a))[1])
+    monkeypatch.setattr(engine.runner, "talk", lambda t: (talks.append(list(t.positions)), talk(t))[1])
+    monkeypatch.setattr(engine.runner.kv, "start", lambda s, p: (prefixes.append(p.prefix.length), start(s, p))[1])
+    np.testing.assert_array_equal(codes(engine.submit(request())), alone)
+    assert runs == [] and talks[0] == prefixes and prefixes[0] > 0     # no prefill pass: its row rode the talk
+
+
 @pytest.mark.slow                                   # a Base engine and a registration
 def test_an_icl_prompt_whose_streamed_text_covers_the_frames_keeps_tts_eos_for_later(engines):
     engine = engines["clone"]

@@ -52,6 +52,10 @@ class EngineThread:
             busy = self.scheduler.has_work() or self.step.audio.in_flight
             if not busy:
                 self.side_work.idle()
+            try:                # the last talk read before the inbox: what came while it ran joins this step
+                self.step.settle()
+            except Exception as exc:
+                self._step_failed(exc)
             self.drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)
             self.delivered()
             if self._stop:
@@ -59,13 +63,8 @@ class EngineThread:
             self._follow(self.side_work.close())
             try:
                 self.isolation.run(self.step.run)
-            except Exception as exc:          # a failed step ends only the stream(s) that made it fail
-                self.errors += 1
-                traceback.print_exc()
-                self.step.drop_in_flight()
-                for seq, error in self.isolation.failed(exc):
-                    self._fail(seq, error)
-                self.delivered()
+            except Exception as exc:
+                self._step_failed(exc)
             else:
                 self.delivered()
                 if self.side_work.attached:
@@ -73,6 +72,15 @@ class EngineThread:
         self.side_work.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting) + self.scheduler.queue.seqs():
             self._fail(seq, RuntimeError("engine shut down"))
+        self.delivered()
+
+    def _step_failed(self, exc: Exception) -> None:
+        """A failed step ends only the stream(s) that made it fail."""
+        self.errors += 1
+        traceback.print_exc()
+        self.step.drop_in_flight()
+        for seq, error in self.isolation.failed(exc):
+            self._fail(seq, error)
         self.delivered()
 
     def _offer_turn(self) -> None:

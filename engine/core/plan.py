@@ -13,6 +13,7 @@ class Talk:
     positions: list[int] = field(default_factory=list)
     allow_eos: list[bool] = field(default_factory=list)
     stalled: list = field(default_factory=list)      # waiting for a free KV block
+    undo: list = field(default_factory=list)         # (talker, text fed, eos fed) before it took its id: not launched
 
     def add(self, seq, text_id: int, position: int, allow_eos: bool) -> None:
         self.seqs.append(seq)
@@ -27,5 +28,5 @@ class Plan:
     prompts: list[Prompt] = field(default_factory=list)
     rejected: list[tuple[object, EngineInputError]] = field(default_factory=list)   # a prompt that can never fit
     ready: list = field(default_factory=list)        # a frame's first code drawn (the admitted too): predict, decode
-    prefilled: bool = False                          # the admitted streams' prompts are in their KV
+    prefilled: bool = False                          # the admitted streams' prompts are in their KV, the talk launched
     talk: Talk = field(default_factory=Talk)

@@ -131,7 +131,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def prefill(self, seqs, prompts: list[Prompt]) -> None:
-        """Each prompt's rows go in after its prefix, then its first frame's first code is drawn."""
+        """Each prompt's rows go in after its prefix, then its first frame's first code is drawn; a prompt that is a
+        talk row only gets its prefix and blocks here (the talk that follows takes its row)."""
         with self.timeline.stage("prefill"):
             self._prefill(seqs, prompts)
 
@@ -145,9 +146,12 @@ class ModelRunner:
                 entry.filled = True
         self.kv.copy_partial_blocks(seqs)
         self.kv.sync_tables(seqs)
-        last = prefill_runs(self.prefill_stage, [(s.slot, s.kv.cached_prefix.length, p.rows)
-                                                 for s, p in zip(seqs, prompts)], self.device)
-        self.first_stage(self.model.variant("first", seqs), self._tensor([s.slot for s in seqs]), last)
+        rest = [(s, p) for s, p in zip(seqs, prompts) if p.talk_id is None]
+        if rest:
+            seqs = [s for s, _ in rest]
+            last = prefill_runs(self.prefill_stage, [(s.slot, s.kv.cached_prefix.length, p.rows) for s, p in rest],
+                                self.device)
+            self.first_stage(self.model.variant("first", seqs), self._tensor([s.slot for s in seqs]), last)
 
     @torch.inference_mode()
     def predict(self, seqs) -> torch.Tensor:

@@ -85,8 +85,9 @@ class Scheduler:
         return self.queue.admit(self, self.capacity_ms(step_ms), now) if self.queue else []
 
     def schedule(self, plan: Plan, now: float) -> Plan:
-        """Who joins, and who draws the rest of a frame. A quarter of the prefill budget while a listener runs low:
-        a long prefill would leave it dry."""
+        """Who joins, after schedule_talk, and who draws the rest of a frame: the talkers and the joiners. A joiner
+        whose prompt is one talk row rides the talk. A quarter of the prefill budget while a listener runs low: a long
+        prefill would leave it dry."""
         ready, tokens = [s for s in self.running if s.frame_started], 0
         budget = self.max_prefill_tokens
         if self.admitting() and self.slack_s(now, listening=True) < LOW_BUFFER_S:
@@ -113,6 +114,8 @@ class Scheduler:
             self.running.append(seq)
             plan.admitted.append(seq)
             plan.prompts.append(prompt)
+            if prompt.talk_id is not None:
+                plan.talk.add(seq, prompt.talk_id, seq.kv.num_tokens - 1, False)
             tokens += n
         self.steps, self.started = self.steps + 1, len(plan.admitted)
         plan.ready = ready + plan.admitted
@@ -143,7 +146,8 @@ class Scheduler:
         return kept
 
     def schedule_talk(self, plan: Plan) -> Talk:
-        """Who feeds a text id and draws the next frame's first code; a KV block each may need."""
+        """Who feeds a text id and draws the next frame's first code (before the step's joiners); a KV block each
+        may need. What it takes is kept in `talk.undo` until the talk is launched."""
         talk, kv, max_context, pad, eos = plan.talk, self.kv, self.max_context, self.model.text_pad, self.model.text_eos
         for s in self.running:
             if s.frame_started or s.finish_reason:
@@ -156,15 +160,26 @@ class Scheduler:
                 continue
             if not s.text.ready():
                 continue
+            talk.undo.append((s, s.text.fed, s.text.eos_fed))
             talk.add(s, s.text.next_id(pad, eos), s.kv.num_tokens, s.eos_allowed)
             kv.append(s, 1)
             s.frames_started += 1
             s.frame_started = True
-        if talk.stalled and not talk.seqs and not plan.ready:  # no stream can free a block: the youngest gives its own
+        if talk.stalled and not talk.seqs:          # no stream can free a block: the youngest gives its own
             victim = talk.stalled[-1]
             self.finish(victim, "error", KVCacheFull(f"the KV cache is full ({victim.kv.num_tokens} tokens in this "
                                                      "stream); retry"))
         return talk
+
+    def untalk(self, talk: Talk) -> None:
+        """A talk that never ran (its step failed first): its talkers give back the text id and the KV token."""
+        for s, fed, eos_fed in talk.undo:
+            if s.status is Status.RUNNING:
+                s.text.fed, s.text.eos_fed = fed, eos_fed
+                s.kv.num_tokens -= 1
+                s.frames_started -= 1
+                s.frame_started = False
+        talk.undo.clear()
 
     def requeue(self, seq: Sequence) -> None:
         """Admitted, its prompt not prefilled: it waits again."""

@@ -1,5 +1,5 @@
-"""One engine step for all active streams: the scheduler's plan through the model's stages (prefill -> predict -> decode
--> talk), its results applied by the scheduler, the frames read into the playout."""
+"""One engine step for all active streams: the scheduler's plan through the model's stages (prefill -> talk -> predict
+-> decode), its results applied by the scheduler, the frames read into the playout."""
 import time
 
 from engine.core.output import AudioOut
@@ -17,6 +17,7 @@ class Step:
         self.plan = Plan(prefilled=True)
         self.frames_total = 0
         self.talked: tuple[list[Sequence], HostCopy | None] = ([], None)
+        self.unsettled: tuple[Plan, HostCopy | None] | None = None     # a step whose talk's results are not read
         self.audio = AudioOut(scheduler, model.audio, clock)
         self.ended = 0.0
         self.steps = 0
@@ -41,11 +42,14 @@ class Step:
             self.scheduler.finish(seq, "error", error)
 
     def run(self) -> None:
-        """schedule -> prefill, predict, decode -> update -> talk -> playout."""
+        """schedule_talk, schedule -> prefill, talk, predict, decode -> playout; the talk's results are settled when
+        the next step starts (at once while a small batch reads its audio now)."""
         runner, sched = self.runner, self.scheduler
+        self.settle()
         self.steps += 1
         started = time.perf_counter()
         plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
+        sched.schedule_talk(plan)
         sched.schedule(plan, self.clock.monotonic())
         if plan.admitted:
             taken = self.clock.monotonic()
@@ -54,20 +58,17 @@ class Step:
             runner.start(plan.admitted)
             self.audio.start(plan.admitted)
             runner.prefill(plan.admitted, plan.prompts)
+        if plan.talk.seqs:
+            self.talked = (plan.talk.seqs, HostCopy(runner.talk(plan.talk)))
+        plan.talk.undo.clear()
         plan.prefilled = True
         frames = None
         if plan.ready:
             codes = runner.predict(plan.ready)
             frames = runner.decode(plan.ready, codes)
-        talked, ids = self.talked
-        self.talked = ([], None)
-        kept = sched.update(plan, talked, ids.wait()[0].tolist() if ids is not None else [])
-        self.frames_total += sum(kept)
-        talk = sched.schedule_talk(plan)
-        if talk.seqs:
-            self.talked = (talk.seqs, HostCopy(runner.talk(talk)))
-        if frames is not None:
-            self.audio.add(plan.ready, kept, frames)
+        self.unsettled = (plan, frames)
+        if len(plan.ready) < self.audio.read_later_from:
+            self.settle()
         now = time.perf_counter()
         between = started - self.ended if started - self.ended < 0.1 else 0.0
         self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
@@ -75,12 +76,25 @@ class Step:
         self.audio.flush(self.step_s, len(plan.admitted))
         runner.timeline.end_step()
 
+    def settle(self) -> None:
+        """The last talk's first codes (EOS, faults) and which of the last step's frames count, into the playout."""
+        if self.unsettled is None:
+            return
+        (plan, frames), (talked, ids) = self.unsettled, self.talked
+        self.unsettled, self.talked = None, ([], None)
+        kept = self.scheduler.update(plan, talked, ids.wait()[0].tolist() if ids is not None else [])
+        self.frames_total += sum(kept)
+        if frames is not None:
+            self.audio.add(plan.ready, kept, frames)
+
     def drop_in_flight(self) -> None:
-        """After a failed step: its streams admitted and not prefilled wait again."""
+        """After a failed step: its streams admitted and not prefilled wait again, its talkers whose talk never ran
+        give back what they took."""
         if not self.plan.prefilled:
+            self.scheduler.untalk(self.plan.talk)
             for s in self.plan.admitted:
                 if s.status is Status.RUNNING:
                     self.scheduler.requeue(s)
-        self.talked = ([], None)
+        self.talked, self.unsettled = ([], None), None
         self.audio.drop()
         self.runner.timeline.drop_step()

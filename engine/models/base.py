@@ -1,4 +1,5 @@
-"""The model interface the core drives: prefill -> a frame's first code, then per frame predict -> decode -> talk."""
+"""The model interface the core drives: prefill -> a frame's first code (or one talk row), then per frame predict ->
+decode -> talk."""
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -39,6 +40,9 @@ class Prompt:
     rows: torch.Tensor
     consumed: int
     eos_consumed: bool
+    # a prompt that is one talker step after its prefix (a text id over the frame row reset() seeds): it rides the
+    # step's talk instead of a prefill pass of its own
+    talk_id: int | None = None
 
     @property
     def length(self) -> int:

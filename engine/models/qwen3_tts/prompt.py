@@ -134,7 +134,12 @@ class PromptBuilder:
         prefix_rows = partial(self.prefix_rows, voice, language_id, instruct_ids, role_ids, prefix.body, non_streaming)
         if not prefix.length:
             rows, prefix_rows = torch.cat([prefix_rows(), rows]), None
-        return Prompt(prefix, prefix_rows, rows, consumed, eos_in)
+        talk_id = feed[0] if rows.shape[0] == 1 and not icl and not non_streaming else None
+        return Prompt(prefix, prefix_rows, rows, consumed, eos_in, talk_id)
+
+    def talk_frame(self) -> torch.Tensor:
+        """The frame row a prompt's talk row stands on: the codec's bos."""
+        return self._codec_pad_bos()[1]
 
     def _icl_body(self, voice, feed, fixed, closed, non_streaming):
         pad, _, eos = self._text_specials()

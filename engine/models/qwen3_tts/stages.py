@@ -37,6 +37,7 @@ class TalkerStages:
         self.seen[slots] = False
         self.num_c0[slots] = 0
         self.frames[slots] = 0
+        self.frame_embed[slots] = self.builder.talk_frame()
         self.codec.decoder.reset(slots)
         clones = [s for s in seqs if s.conditioning.voice.ref_codes is not None]
         if clones:
