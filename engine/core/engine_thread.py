@@ -53,7 +53,7 @@ class EngineThread:
             if not busy:
                 self.side_work.idle()
             try:                # the last talk read before the inbox: what came while it ran joins this step
-                self.step.settle()
+                self.step.read_talk()
             except Exception as exc:
                 self._step_failed(exc)
             self.drain(0.0 if busy else 0.005 if self.scheduler.holds_audio() or self.scheduler.queue else 0.5)

@@ -42,10 +42,10 @@ class Step:
             self.scheduler.finish(seq, "error", error)
 
     def run(self) -> None:
-        """schedule_talk, schedule -> prefill, talk, predict, decode -> playout; the talk's results are settled when
+        """schedule_talk, schedule -> prefill, talk, predict, decode -> playout; the talk's results are read when
         the next step starts (at once while a small batch reads its audio now)."""
         runner, sched = self.runner, self.scheduler
-        self.settle()
+        self.read_talk()
         self.steps += 1
         started = time.perf_counter()
         plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
@@ -68,7 +68,7 @@ class Step:
             frames = runner.decode(plan.ready, codes)
         self.unsettled = (plan, frames)
         if len(plan.ready) < self.audio.read_later_from:
-            self.settle()
+            self.read_talk()
         now = time.perf_counter()
         between = started - self.ended if started - self.ended < 0.1 else 0.0
         self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
@@ -76,7 +76,7 @@ class Step:
         self.audio.flush(self.step_s, len(plan.admitted))
         runner.timeline.end_step()
 
-    def settle(self) -> None:
+    def read_talk(self) -> None:
         """The last talk's first codes (EOS, faults) and which of the last step's frames count, into the playout."""
         if self.unsettled is None:
             return
