@@ -130,6 +130,7 @@ def run_level(streams: int, args) -> dict:
         t0, w0 = time.thread_time(), time.perf_counter()
         if measured and profile:
             profile.enable()
+        step.read_talk()                # as the engine thread: the last talk read before the inbox
         thread.drain()
         thread.isolation.run(step.run)
         if measured and profile:

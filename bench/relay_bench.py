@@ -92,12 +92,13 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
     serving.start()
     while READER not in core.dispatch.peers:
         time.sleep(0.05)
-    deadline, wait = [0.0], step_module.HostCopy.wait
+    deadline, wait, ready = [0.0], step_module.HostCopy.wait, step_module.HostCopy.ready
 
     def device_wait(self):                       # the last talk's ids: the GIL free until the step's time is up
         time.sleep(max(0.0, deadline[0] - time.monotonic()))
         return wait(self)
     step_module.HostCopy.wait = device_wait
+    step_module.HostCopy.ready = lambda self: time.monotonic() >= deadline[0]
     try:
         talkers = CoreTalkers(engine, core, streams)
         talkers.next_tick = time.monotonic()
@@ -106,6 +107,7 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
             talkers.tick_until(time.monotonic())
             deadline[0] = time.monotonic() + step_ms / 1000
             cpu = time.thread_time()
+            engine.step.read_talk()     # as the engine thread: the last talk read before the inbox
             thread.drain()
             core.delivered()
             thread.isolation.run(engine.step.run)
@@ -117,7 +119,7 @@ def run(streams: int, step_ms: float, steps: int, dummy: str = "tiny") -> tuple[
             done += full
             host += [cpu] * full
     finally:
-        step_module.HostCopy.wait = wait
+        step_module.HostCopy.wait, step_module.HostCopy.ready = wait, ready
     time.sleep(0.5)                              # the last batches reach the reader
     stop.set()
     arrival, joined = results.get()

@@ -20,6 +20,9 @@ class Copy:
     def wait(self):
         return self.arrays
 
+    def ready(self):                  # a device still decoding: the newest may be kept a step
+        return False
+
 
 class Scheduler:
     def __init__(self, streams):

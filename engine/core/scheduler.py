@@ -165,7 +165,9 @@ class Scheduler:
             kv.append(s, 1)
             s.frames_started += 1
             s.frame_started = True
-        if talk.stalled and not talk.seqs:          # no stream can free a block: the youngest gives its own
+        # no stream can free a block (one whose frames are done frees its own once its audio is out): the youngest
+        # gives its own
+        if talk.stalled and not talk.seqs and not any(s.finish_reason for s in self.running):
             victim = talk.stalled[-1]
             self.finish(victim, "error", KVCacheFull(f"the KV cache is full ({victim.kv.num_tokens} tokens in this "
                                                      "stream); retry"))

@@ -20,6 +20,7 @@ class Step:
         self.unsettled: tuple[Plan, HostCopy | None] | None = None     # a step whose talk's results are not read
         self.audio = AudioOut(scheduler, model.audio, clock)
         self.ended = 0.0
+        self.waited = 0.0                  # read_talk's wait for the device since the last step's cost
         self.steps = 0
 
     @property
@@ -48,6 +49,7 @@ class Step:
         self.read_talk()
         self.steps += 1
         started = time.perf_counter()
+        waited, self.waited = self.waited, 0.0        # the talk's wait at the loop's top is this step's own
         plan = self.plan = Plan()          # kept before it fills: a failed step's admitted streams wait again
         sched.schedule_talk(plan)
         sched.schedule(plan, self.clock.monotonic())
@@ -67,11 +69,13 @@ class Step:
             codes = runner.predict(plan.ready)
             frames = runner.decode(plan.ready, codes)
         self.unsettled = (plan, frames)
-        if len(plan.ready) < self.audio.read_later_from:
+        ids = self.talked[1]
+        if len(plan.ready) < self.audio.read_later_from or ids is None or ids.ready():
             self.read_talk()
         now = time.perf_counter()
-        between = started - self.ended if started - self.ended < 0.1 else 0.0
-        self.cost.observe(now - started + between, len(sched.running), len(plan.admitted))
+        self.waited = 0.0                               # a wait just now is inside the step
+        gap = started - self.ended - waited
+        self.cost.observe(now - started + waited + (gap if gap < 0.1 else 0.0), len(sched.running), len(plan.admitted))
         self.ended = now
         self.audio.flush(self.step_s, len(plan.admitted))
         runner.timeline.end_step()
@@ -82,7 +86,10 @@ class Step:
             return
         (plan, frames), (talked, ids) = self.unsettled, self.talked
         self.unsettled, self.talked = None, ([], None)
-        kept = self.scheduler.update(plan, talked, ids.wait()[0].tolist() if ids is not None else [])
+        waited = time.perf_counter()
+        first = ids.wait()[0].tolist() if ids is not None else []
+        self.waited += time.perf_counter() - waited
+        kept = self.scheduler.update(plan, talked, first)
         self.frames_total += sum(kept)
         if frames is not None:
             self.audio.add(plan.ready, kept, frames)

@@ -21,6 +21,10 @@ class HostCopy:
             self.event.record()
         self.tensors = tensors
 
+    def ready(self) -> bool:
+        """Whether wait() would return at once."""
+        return self.event is None or self.event.query()
+
     def wait(self) -> list:
         if self.event is not None:
             self.event.synchronize()
