@@ -83,3 +83,35 @@ def test_a_stream_whose_frames_are_done_frees_its_blocks_before_another_is_ended
     sched.running = [stalled]                        # its audio out, its blocks freed: none came to the stalled one
     sched.schedule_talk(Plan())
     assert ended == [stalled]
+
+
+def test_a_step_failing_after_its_talk_still_ends_the_stream_the_talk_drew_eos_for(monkeypatch):
+    engine = Engine.load(dummy="tiny", device="cpu", max_active=8, clock=FakeClock())
+    request = lambda k: SynthesisRequest(text=f"Stream {k} speaks on.", max_frames=12, ignore_eos=True)
+    ending, other = engine.submit(request(0)), engine.submit(request(1))
+    talk, predict, steps = engine.runner.talk, engine.runner.predict, [0]
+
+    def talk_eos(plan_talk):                     # at the fourth step the talk draws EOS for the first stream
+        out = talk(plan_talk).clone()
+        if steps[0] == 3:
+            out[[s.id for s in plan_talk.seqs].index(ending.id)] = engine.model.eos
+        return out
+
+    def predict_fails(seqs):                     # and that step fails after its talk
+        if steps[0] == 3:
+            raise RuntimeError("injected")
+        return predict(seqs)
+    monkeypatch.setattr(engine.runner, "talk", talk_eos)
+    monkeypatch.setattr(engine.runner, "predict", predict_fails)
+    for _ in range(60):
+        engine.step.read_talk()
+        engine.thread.drain()
+        if not engine.num_active:
+            break
+        try:
+            engine.thread.isolation.run(engine.step.run)
+        except RuntimeError as exc:
+            engine.thread._step_failed(exc)
+        steps[0] += 1
+    frames = [sum(len(c.codes) for c in h.iter_blocking()) for h in (ending, other)]
+    assert frames[1] == 12 and frames[0] < 12           # EOS ended it, though its step failed

@@ -126,15 +126,7 @@ class Scheduler:
         and the frames decoded. Returns which of `plan.ready` made a frame."""
         for seq, error in plan.rejected:
             self.finish(seq, "error", error)
-        for s, c in zip(talked, ids):
-            if s.status is not Status.RUNNING:
-                continue
-            if c == self.model.eos:
-                s.frame_started = False
-                s.finish_reason = "eos"
-            elif c == FAULT:
-                self.finish(s, "error", EngineInputError("generation_failed", "the model's output for this "
-                            "request went non-finite (NaN/Inf); it was ended, other streams go on"))
+        self.apply_talk(talked, ids)
         kept = []
         for s in plan.ready:
             s.frame_started = False
@@ -144,6 +136,18 @@ class Scheduler:
                 if s.frames >= s.max_frames:
                     s.finish_reason = "max_frames" if s.request.max_frames is not None else "length"
         return kept
+
+    def apply_talk(self, talked: list[Sequence], ids: list[int]) -> None:
+        """A talk's first codes: EOS ends a stream's frames, a fault the stream."""
+        for s, c in zip(talked, ids):
+            if s.status is not Status.RUNNING:
+                continue
+            if c == self.model.eos:
+                s.frame_started = False
+                s.finish_reason = "eos"
+            elif c == FAULT:
+                self.finish(s, "error", EngineInputError("generation_failed", "the model's output for this "
+                            "request went non-finite (NaN/Inf); it was ended, other streams go on"))
 
     def schedule_talk(self, plan: Plan) -> Talk:
         """Who feeds a text id and draws the next frame's first code (before the step's joiners); a KV block each

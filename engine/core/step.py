@@ -96,12 +96,18 @@ class Step:
 
     def drop_in_flight(self) -> None:
         """After a failed step: its streams admitted and not prefilled wait again, its talkers whose talk never ran
-        give back what they took."""
+        give back what they took; a talk that ran still ends the streams it drew EOS or a fault for."""
         if not self.plan.prefilled:
             self.scheduler.untalk(self.plan.talk)
             for s in self.plan.admitted:
                 if s.status is Status.RUNNING:
                     self.scheduler.requeue(s)
+        talked, ids = self.talked
+        if ids is not None:
+            try:
+                self.scheduler.apply_talk(talked, ids.wait()[0].tolist())
+            except Exception:       # noqa: BLE001 - the device's own fault: a server fault ends every stream
+                pass
         self.talked, self.unsettled = ([], None), None
         self.audio.drop()
         self.runner.timeline.drop_step()
