@@ -24,6 +24,15 @@ class Packed(NamedTuple):
     frames: list
 
 
+def packed(pairs: list) -> list[Packed]:
+    """(peer, message) pairs as one pickled batch a front end, its chunks joined (a joined PCM is the batch's alone:
+    zmq sends it without a copy)."""
+    batches = defaultdict(list)
+    for peer, msg in pairs:
+        batches[peer].append(msg)
+    return [Packed(peer, wire.dumps(Chunks.gather(msgs))) for peer, msgs in batches.items()]
+
+
 class CoreIOLoop:
     def __init__(self, engine, aligner, address: str):
         self.engine, self.aligner = engine, aligner
@@ -84,12 +93,9 @@ class CoreIOLoop:
         end, so that this thread only sends them: it need not wait for the GIL the engine thread holds while it
         drains text, schedules and launches the next step."""
         if self.pending:
-            batches = defaultdict(list)
-            for peer, msg in self.pending:
-                batches[peer].append(msg)
+            for item in packed(self.pending):
+                self.outbox.put(item)
             self.pending.clear()
-            for peer, msgs in batches.items():
-                self.outbox.put(Packed(peer, wire.dumps(Chunks.gather(msgs))))
             self._wake()
 
     def _wake(self) -> None:
@@ -102,18 +108,21 @@ class CoreIOLoop:
 
     def _flush(self) -> None:
         self.signalled = False
-        batches = defaultdict(list)
+        pairs = []
         try:
             while True:
                 item = self.outbox.get_nowait()
                 if type(item) is Packed:
-                    self.sock.send_multipart([item.peer, *item.frames], copy=False)
+                    self._send(item)
                 else:
-                    batches[item[0]].append(item[1])
+                    pairs.append(item)
         except queue.Empty:
             pass
-        for peer, msgs in batches.items():     # a joined PCM is ours alone: zmq sends it without a copy
-            self.sock.send_multipart([peer, *wire.dumps(Chunks.gather(msgs))], copy=False)
+        for item in packed(pairs):
+            self._send(item)
+
+    def _send(self, item: Packed) -> None:
+        self.sock.send_multipart([item.peer, *item.frames], copy=False)
 
     def close(self) -> None:
         if self.aligner is not None:
