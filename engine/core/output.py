@@ -57,8 +57,7 @@ class AudioOut:
         """After a step that took `step_s` and admitted `admitted` streams."""
         margin = margin_s(step_s)
         first = first_chunk_frames(step_s, self.audio.frame_s, admitted, self.scheduler.admitting())
-        newest = self.in_flight[-1] if self.in_flight else None
-        keep = int(self.fresh and not newest[2].ready() and self._can_wait(newest[0], margin))
+        keep = int(self.fresh and not self.in_flight[-1][2].ready() and self._can_wait(self.in_flight[-1][0], margin))
         self.fresh = False
         while len(self.in_flight) > keep:
             streams, kept, copy, slots = self.in_flight.popleft()
