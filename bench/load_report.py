@@ -67,6 +67,8 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
         row.update(words=len(leads), word_lead_p50_s=float(np.percentile(leads, 50)),
                    word_lead_p1_s=float(np.percentile(leads, 1)), word_lead_min_s=float(min(leads)),
                    words_late_share=float(np.mean(np.array(leads) < 0)))
+        late, opening, with_last = np.sum([record.late_words() for record in completed], axis=0)
+        row.update(words_late_opening=int(opening), words_late_with_last=int(with_last), words_late=int(late))
     health = [r["health"] for r in results]
     row.update(sockets=sum(r["sockets"] for r in results), client_cpu_max=max(h["cpu"] for h in health),
                client_lag_p99_ms_max=max(h["lag_p99_ms"] for h in health),
@@ -90,7 +92,8 @@ def level_line(row: dict) -> str:
         line += f" | {row['alignment_unavailable']} alignment_unavailable, {row['words_refused']} words_refused"
     if "words" in row:
         line += (f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s, "
-                 f"{100 * row['words_late_share']:.2f}% late")
+                 f"{100 * row['words_late_share']:.2f}% late ({row['words_late_opening']} of {row['words_late']} among a "
+                 f"context's first three, {row['words_late_with_last']} with its last words)")
     line += f" | client cpu {100 * row['client_cpu_max']:3.0f}% lag p99 {row['client_lag_p99_ms_max']:.1f} ms"
     return line + (" | CLIENT SATURATED: not the server's numbers" if row["client_saturated"] else "")
 

@@ -58,13 +58,22 @@ class StreamRecord:
 
     def word_leads(self) -> list[float]:
         """Per word: how long before the player reaches the word's end its timestamp arrived (negative: late)."""
+        return [lead for lead, _ in self._word_leads()]
+
+    def late_words(self) -> tuple[int, int, int]:
+        """Late words: all, those among the context's first three, those that came with its last words message."""
+        last = max((arrival for arrival, _ in self.words), default=None)
+        late = [(i, arrival) for i, (lead, arrival) in enumerate(self._word_leads()) if lead < 0]
+        return len(late), sum(i < 3 for i, _ in late), sum(arrival == last for _, arrival in late)
+
+    def _word_leads(self) -> list[tuple[float, float]]:
         starts = np.cumsum([0] + self.samples) / self.rate                  # each chunk's first sample, s
         playing = [needed + wait for needed, wait in self._playback()]      # when each chunk starts playing
         leads = []
         for arrival, end in self.words:
             chunk = max(0, int(np.searchsorted(starts, end)) - 1)
             if end <= starts[-1]:
-                leads.append(float(playing[chunk] + end - starts[chunk] - arrival))
+                leads.append((float(playing[chunk] + end - starts[chunk] - arrival), arrival))
         return leads
 
 

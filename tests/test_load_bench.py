@@ -88,6 +88,7 @@ def test_poisson_whole_text_with_word_timestamps(tmp_path):
     assert (row["mode"], row["value"], row["text"], row["word_timestamps"]) == ("rate", 4, "whole", True)
     assert row["words"] > 0 and {"word_lead_p50_s", "word_lead_p1_s", "word_lead_min_s"} <= row.keys()
     assert 0 <= row["words_late_share"] <= 1
+    assert 0 <= row["words_late_opening"] <= row["words_late"] and 0 <= row["words_late_with_last"] <= row["words_late"]
     assert {"poisson4_words_whole_ttfa_p95_ms", "poisson4_words_whole_fully_viable"} <= report["summary"].keys()
 
 
