@@ -141,6 +141,10 @@ async def metrics(request: Request) -> PlainTextResponse:
                                                   stats.get("aligner_queued_s", 0.0)),
                       tts_aligner_turn_wait_seconds=("time the aligner waited for a turn between steps, cumulative",
                                                      stats.get("aligner_turn_wait_s", 0.0)),
+                      tts_aligner_overdue_jobs=("jobs already due when submitted (an utterance's opening words), "
+                                                "cumulative", stats.get("aligner_overdue_jobs", 0)),
+                      tts_aligner_overdue_seconds=("those jobs' time from submission to their words, cumulative",
+                                                   stats.get("aligner_overdue_s", 0.0)),
                       tts_aligner_cost_ms_per_audio_s=("learnt device ms a second of audio costs, at full batches",
                                                        stats.get("aligner_cost_ms", 0.0)),
                       tts_aligner_capacity=("device seconds a second planned for alignment, recent",

@@ -88,6 +88,7 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
     value = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines() if line.startswith("tts_aligner")}
     assert value["tts_aligner_jobs"] >= value["tts_aligner_batches"] >= 1
     assert value["tts_aligner_queued_seconds"] >= 0 and value["tts_aligner_turn_wait_seconds"] >= 0
+    assert value["tts_aligner_overdue_jobs"] >= 1 and value["tts_aligner_overdue_seconds"] > 0   # the opening's job
     assert value["tts_aligner_refused_contexts"] >= value["tts_aligner_refused_behind_contexts"] == 0
     assert value["tts_aligner_used"] >= 0
 
