@@ -86,7 +86,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--label", help="the summary line's prefix (default: this machine's GPU and the model)")
     ap.add_argument("--out", default=f"bench/results/load-{time.strftime('%Y%m%d-%H%M%S')}",
                     help="directory: load_bench.json, contexts.jsonl, serve.log")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.concurrency and not args.burst and args.ramp > args.warmup:   # a level of one context might count none
+        ap.error(f"--ramp {args.ramp:g} outlasts --warmup {args.warmup:g}: slots would still be starting when the "
+                 "window opens; give --ramp <= --warmup")
+    return args
 
 
 def levels(args) -> list[dict]:

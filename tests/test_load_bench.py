@@ -135,3 +135,14 @@ def test_why_words_were_refused_is_kept_with_three_messages_whole():
     assert got["words_reasons"] == {"the device has no time left (N device-s/s wanted, N planned)": 3, "timed out": 1}
     assert got["words_reason_samples"] == [said[0], said[2], "timed out"]
     assert words_reasons([dict(words_reasons=[])]) == {}
+
+
+def test_a_ramp_past_the_warm_up_is_refused_before_any_load(capsys):
+    from bench.load_bench import parse_args
+    url = ["--url", "ws://127.0.0.1:9"]
+    with pytest.raises(SystemExit):                      # one context started at 7 s of a 2 + 6 s window counted none
+        parse_args(url + ["--concurrency", "1", "--warmup", "2", "--duration", "6"])
+    assert "--ramp 10 outlasts --warmup 2" in capsys.readouterr().err
+    assert parse_args(url + ["--concurrency", "1", "--warmup", "2", "--ramp", "0"]).ramp == 0
+    assert parse_args(url + ["--concurrency", "1024", "--burst", "--ramp", "1", "--warmup", "0"]).burst
+    assert parse_args(url + ["--rate", "20", "--warmup", "2"]).rate == [20.0]
