@@ -47,7 +47,7 @@ class AlignmentService:
         self.busy_until = 0.0                     # perf_counter up to which busy_seconds counted
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0,
-                          overdue_jobs=0, overdue_seconds=0.0)
+                          overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -194,9 +194,12 @@ class AlignmentService:
         for (_, _, future, *_), result in zip(batch, results):
             settle(future, result)
         overdue = [now - arrival for _, _, _, due, arrival in batch if due is not None and due <= arrival]
+        past = sum(end > len(audio) / self.rate for (audio, *_), spans in zip(batch, results) for _, end in spans)
         with self.lock:                        # jobs due when submitted (an utterance's opening): submission to words
             self.stats["overdue_jobs"] += len(overdue)
             self.stats["overdue_seconds"] += sum(overdue)
+            self.stats["spans"] += sum(map(len, results))
+            self.stats["spans_past_audio"] += past     # words clamped to their window's end: they settle last
         return late
 
     def _record(self, flight: InFlight) -> None:

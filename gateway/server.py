@@ -145,6 +145,11 @@ async def metrics(request: Request) -> PlainTextResponse:
                                                 "cumulative", stats.get("aligner_overdue_jobs", 0)),
                       tts_aligner_overdue_seconds=("those jobs' time from submission to their words, cumulative",
                                                    stats.get("aligner_overdue_s", 0.0)),
+                      tts_aligner_spans=("word spans aligned, cumulative (windows overlap)",
+                                         stats.get("aligner_spans", 0)),
+                      tts_aligner_spans_past_audio=("of those, spans ending past their window's audio (clamped to its "
+                                                    "end: such a word settles only with its utterance's last job)",
+                                                    stats.get("aligner_spans_past", 0)),
                       tts_aligner_cost_ms_per_audio_s=("learnt device ms a second of audio costs, at full batches",
                                                        stats.get("aligner_cost_ms", 0.0)),
                       tts_aligner_capacity=("device seconds a second planned for alignment, recent",

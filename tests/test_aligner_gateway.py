@@ -89,6 +89,7 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
     assert value["tts_aligner_jobs"] >= value["tts_aligner_batches"] >= 1
     assert value["tts_aligner_queued_seconds"] >= 0 and value["tts_aligner_turn_wait_seconds"] >= 0
     assert value["tts_aligner_overdue_jobs"] >= 1 and value["tts_aligner_overdue_seconds"] > 0   # the opening's job
+    assert value["tts_aligner_spans"] >= len(words) and 0 <= value["tts_aligner_spans_past_audio"]
     assert value["tts_aligner_refused_contexts"] >= value["tts_aligner_refused_behind_contexts"] == 0
     assert value["tts_aligner_used"] >= 0
 

@@ -145,3 +145,19 @@ def test_only_words_that_waited_behind_other_work_count_as_the_aligner_being_beh
     clock.advance(0.1)
     service._isolated(pair)
     assert service.aligner.batches == [2, 1, 1] and service.late_s > 0      # the halves waited behind the failure
+
+
+def test_spans_past_their_windows_audio_are_counted():
+    """A random-weight aligner's argmax lands past the audio: such words settle only with an utterance's last job."""
+    class PastTheEnd(StandIn):
+        def align_units(self, items, sample_rate, turn=None):
+            return [[(a, 99.0 if u == "past" else b) for u, (a, b) in zip(units, spans)]
+                    for (_, units), spans in zip(items, super().align_units(items, sample_rate, turn))]
+    service = AlignmentService(PastTheEnd(), gather=0)
+    futures = [service.submit(*j, None) for j in (job(1, "a", "past"), job(2, "past", "past", "b"))]
+    service.start()
+    try:
+        assert [len(f.result(30)) for f in futures] == [2, 3]
+    finally:
+        service.close()
+    assert (service.stats["spans"], service.stats["spans_past_audio"]) == (5, 3)

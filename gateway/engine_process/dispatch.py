@@ -154,6 +154,8 @@ class Dispatch:
                          aligner_turn_wait_s=self.aligner.stats["turn_wait_seconds"],
                          aligner_overdue_jobs=self.aligner.stats["overdue_jobs"],
                          aligner_overdue_s=self.aligner.stats["overdue_seconds"],
+                         aligner_spans=self.aligner.stats["spans"],
+                         aligner_spans_past=self.aligner.stats["spans_past_audio"],
                          aligner_cost_ms=1000 * self.aligner.cost_per_audio_s() if self.aligner.side_work else 0.0,
                          aligner_capacity=self.aligner.side_work.plan.capacity
                          if self.aligner.side_work and self.aligner.side_work.plan else 0.0)
