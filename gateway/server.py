@@ -22,6 +22,32 @@ GPU_STAGES = {      # the engine's GPU timeline, moving averages over its recent
     "step": "GPU ms of a step on the main stream, its first stage's start to its last end (the side decode apart)",
     "idle": "GPU ms the main stream waits before a step (the host not ahead of the device)",
     **{stage: f"GPU ms of the step's {stage} stage" for stage in ("start", "prefill", "predict", "decode", "talk")}}
+# /metrics' aligner gauges: (name, the engine core's stats key, help)
+ALIGNER_GAUGES = (
+    ("tts_aligner_queued_jobs", "aligner_queued", "word alignment jobs waiting for the aligner"),
+    ("tts_aligner_busy_seconds", "aligner_busy_s", "time spent aligning, cumulative"),
+    ("tts_aligner_audio_seconds", "aligner_audio_s", "audio aligned, cumulative (windows overlap)"),
+    ("tts_aligner_refused_contexts", "aligner_refused", "contexts refused word timestamps (words_refused), cumulative"),
+    ("tts_aligner_refused_behind_contexts", "aligner_refused_behind",
+     "of those, refused because words came too late (the rest: no device time left), cumulative"),
+    ("tts_aligner_device_seconds", "aligner_device_s", "the aligner's device time, cumulative"),
+    ("tts_aligner_turns", "aligner_turns", "turns the aligner took, cumulative"),
+    ("tts_aligner_batches", "aligner_batches", "batches the aligner ran, cumulative"),
+    ("tts_aligner_jobs", "aligner_jobs", "alignment jobs done, cumulative"),
+    ("tts_aligner_queued_seconds", "aligner_queued_s", "time jobs waited for their batch, cumulative"),
+    ("tts_aligner_turn_wait_seconds", "aligner_turn_wait_s",
+     "time the aligner waited for a turn between steps, cumulative"),
+    ("tts_aligner_overdue_jobs", "aligner_overdue_jobs",
+     "jobs already due when submitted (an utterance's opening words), cumulative"),
+    ("tts_aligner_overdue_seconds", "aligner_overdue_s", "those jobs' time from submission to their words, cumulative"),
+    ("tts_aligner_spans", "aligner_spans", "word spans aligned, cumulative (windows overlap)"),
+    ("tts_aligner_spans_past_audio", "aligner_spans_past", "of those, spans ending past their window's audio (clamped "
+     "to its end: such a word settles only with its utterance's last job)"),
+    ("tts_aligner_cost_ms_per_audio_s", "aligner_cost_ms", "learnt device ms a second of audio costs, at full batches"),
+    ("tts_aligner_capacity", "aligner_capacity", "device seconds a second planned for alignment, recent"),
+    ("tts_aligner_used", "aligner_used", "device seconds a second the aligner's turns took, over the last 2 s"),
+)
+
 
 
 async def tts_websocket(ws: WebSocket) -> None:
@@ -122,40 +148,7 @@ async def metrics(request: Request) -> PlainTextResponse:
                                   stats.get("turns_given", 0)),
     }
     if gateway.aligner is not None:
-        gauges.update(tts_aligner_queued_jobs=("word alignment jobs waiting for the aligner",
-                                               stats.get("aligner_queued", 0)),
-                      tts_aligner_busy_seconds=("time spent aligning, cumulative", stats.get("aligner_busy_s", 0.0)),
-                      tts_aligner_audio_seconds=("audio aligned, cumulative (windows overlap)",
-                                                 stats.get("aligner_audio_s", 0.0)),
-                      tts_aligner_refused_contexts=("contexts refused word timestamps (words_refused), cumulative",
-                                                    stats.get("aligner_refused", 0)),
-                      tts_aligner_refused_behind_contexts=("of those, refused because words came too late "
-                                                           "(the rest: no device time left), cumulative",
-                                                           stats.get("aligner_refused_behind", 0)),
-                      tts_aligner_device_seconds=("the aligner's device time, cumulative",
-                                                  stats.get("aligner_device_s", 0.0)),
-                      tts_aligner_turns=("turns the aligner took, cumulative", stats.get("aligner_turns", 0)),
-                      tts_aligner_batches=("batches the aligner ran, cumulative", stats.get("aligner_batches", 0)),
-                      tts_aligner_jobs=("alignment jobs done, cumulative", stats.get("aligner_jobs", 0)),
-                      tts_aligner_queued_seconds=("time jobs waited for their batch, cumulative",
-                                                  stats.get("aligner_queued_s", 0.0)),
-                      tts_aligner_turn_wait_seconds=("time the aligner waited for a turn between steps, cumulative",
-                                                     stats.get("aligner_turn_wait_s", 0.0)),
-                      tts_aligner_overdue_jobs=("jobs already due when submitted (an utterance's opening words), "
-                                                "cumulative", stats.get("aligner_overdue_jobs", 0)),
-                      tts_aligner_overdue_seconds=("those jobs' time from submission to their words, cumulative",
-                                                   stats.get("aligner_overdue_s", 0.0)),
-                      tts_aligner_spans=("word spans aligned, cumulative (windows overlap)",
-                                         stats.get("aligner_spans", 0)),
-                      tts_aligner_spans_past_audio=("of those, spans ending past their window's audio (clamped to its "
-                                                    "end: such a word settles only with its utterance's last job)",
-                                                    stats.get("aligner_spans_past", 0)),
-                      tts_aligner_cost_ms_per_audio_s=("learnt device ms a second of audio costs, at full batches",
-                                                       stats.get("aligner_cost_ms", 0.0)),
-                      tts_aligner_capacity=("device seconds a second planned for alignment, recent",
-                                            stats.get("aligner_capacity", 0.0)),
-                      tts_aligner_used=("device seconds a second the aligner's turns took, over the last 2 s",
-                                        stats.get("aligner_used", 0.0)))
+        gauges.update({name: (text, stats.get(key, 0)) for name, key, text in ALIGNER_GAUGES})
     return PlainTextResponse(gateway.metrics.merged(others).render(gauges, gateway.engine.info),
                              media_type="text/plain; version=0.0.4")
 
