@@ -186,24 +186,24 @@ class AlignmentService:
         results = self.aligner.finish(flight.launched) if self.pipelined else flight.launched
         if len(results) != len(batch):
             raise RuntimeError(f"the aligner answered {len(results)} of {len(batch)} jobs")
+        now = self.clock.monotonic()
         with self.lock:                        # a retry finishes on the aligner thread beside the finisher
-            self._record(flight)
-        now = self.clock.monotonic()            # late without a wait (an utterance's opening): the flow, not a backlog
+            self._record(flight, results, now)
+        # late without a wait (an utterance's opening): the flow, not a backlog
         late = max((now - due - len(audio) / self.rate for (audio, _, _, due, _), waited in zip(batch, flight.queued)
                     if due is not None and waited), default=-math.inf)
         for (_, _, future, *_), result in zip(batch, results):
             settle(future, result)
-        overdue = [now - arrival for _, _, _, due, arrival in batch if due is not None and due <= arrival]
-        past = sum(end > len(audio) / self.rate for (audio, *_), spans in zip(batch, results) for _, end in spans)
-        with self.lock:                        # jobs due when submitted (an utterance's opening): submission to words
-            self.stats["overdue_jobs"] += len(overdue)
-            self.stats["overdue_seconds"] += sum(overdue)
-            self.stats["spans"] += sum(map(len, results))
-            self.stats["spans_past_audio"] += past     # words clamped to their window's end: they settle last
         return late
 
-    def _record(self, flight: InFlight) -> None:
+    def _record(self, flight: InFlight, results: list, now: float) -> None:
         """A finished batch's counts, and the device costs learnt from its turns."""
+        overdue = [now - arrival for _, _, _, due, arrival in flight.batch if due is not None and due <= arrival]
+        self.stats["overdue_jobs"] += len(overdue)       # due when submitted (an utterance's opening): to its words
+        self.stats["overdue_seconds"] += sum(overdue)
+        self.stats["spans"] += sum(map(len, results))
+        self.stats["spans_past_audio"] += sum(end > len(audio) / self.rate   # clamped to their window's end
+                                              for (audio, *_), spans in zip(flight.batch, results) for _, end in spans)
         taken, audio_s = flight.taken, flight.audio_s
         end = time.perf_counter()             # the time some batch was launching or being read, counted once
         self.stats["busy_seconds"] += max(0.0, end - max(flight.started, self.busy_until))
