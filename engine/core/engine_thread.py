@@ -1,4 +1,4 @@
-"""The engine thread: drains the inbox, runs each step, gives side work turns between steps."""
+"""The engine thread: drains the inbox, runs each step, gives side work a turn within it, before its decode."""
 import queue
 import sys
 import threading
@@ -28,6 +28,7 @@ class EngineThread:
         self.delivered = lambda: None       # called once a loop's deliveries to handles are made: whoever ships them
         self.handlers = {Sequence: self._add, AppendText: self._append, CloseText: self._close,
                          CancelRequest: self._cancel, Batch: self._batch}
+        step.before_decode = self._turn
 
     def start(self) -> None:
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))    # the GIL back at once after each GPU wait
@@ -67,8 +68,6 @@ class EngineThread:
                 self._step_failed(exc)
             else:
                 self.delivered()
-                if self.side_work.attached:
-                    self._offer_turn()
         self.side_work.idle()
         for seq in list(self.scheduler.running) + list(self.scheduler.waiting) + self.scheduler.queue.seqs():
             self._fail(seq, RuntimeError("engine shut down"))
@@ -82,6 +81,11 @@ class EngineThread:
         for seq, error in self.isolation.failed(exc):
             self._fail(seq, error)
         self.delivered()
+
+    def _turn(self) -> None:
+        """Within a step, before its decode: a turn then runs alone and the main stream never waits for a decode."""
+        if self.side_work.attached:
+            self._offer_turn()
 
     def _offer_turn(self) -> None:
         # streams not yet heard do not bound the turn (their first chunk waits for the next step) but their first
@@ -98,7 +102,7 @@ class EngineThread:
         self._follow(self.side_work.offer(budget, lambda: self._before_turn(slack)))
 
     def _before_turn(self, slack: float):
-        """The turn follows all of the step, its decode too."""
+        """The turn follows the step's own work and the last step's decode; this step's decode follows the turn."""
         self.step.audio.send(slack, heard_only=True)
         self.delivered()                            # those chunks go out before the turn, not after it
         self.runner.join_decode()

@@ -22,6 +22,7 @@ class Step:
         self.ended = 0.0
         self.waited = 0.0                  # read_talk's wait for the device since the last step's cost
         self.steps = 0
+        self.before_decode = lambda: None  # side work's turn, between the step's own work and its decode
 
     @property
     def step_s(self) -> float:
@@ -43,8 +44,8 @@ class Step:
             self.scheduler.finish(seq, "error", error)
 
     def run(self) -> None:
-        """schedule_talk, schedule -> prefill, talk, predict, decode -> playout; the talk's results are read when
-        the next step starts (at once while a small batch reads its audio now)."""
+        """schedule_talk, schedule -> prefill, talk, predict, (a side turn), decode -> playout; the talk's results
+        are read when the next step starts (at once while a small batch reads its audio now)."""
         runner, sched = self.runner, self.scheduler
         self.read_talk()
         self.steps += 1
@@ -64,9 +65,11 @@ class Step:
             self.talked = (plan.talk.seqs, HostCopy(runner.talk(plan.talk)))
         plan.talk.undo.clear()
         plan.prefilled = True
-        frames = None
+        frames = codes = None
         if plan.ready:
             codes = runner.predict(plan.ready)
+        self.before_decode()
+        if plan.ready:
             frames = runner.decode(plan.ready, codes)
         self.unsettled = (plan, frames)
         ids = self.talked[1]
