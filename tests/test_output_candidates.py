@@ -68,3 +68,24 @@ def run(seed: int, check_all: bool) -> list:
 def test_the_streams_skipped_are_those_that_would_not_have_sent():
     for seed in range(20):
         assert run(seed, check_all=False) == run(seed, check_all=True), seed
+
+
+def test_a_flush_before_a_side_turn_sends_the_older_frames_and_leaves_the_newest_to_the_steps_end():
+    clock, sent = FakeClock(), []
+    streams = [SimpleNamespace(slot=i, frames=0, finish_reason=None, arrived_at=0.0, started_at=0.0,
+                               text=SimpleNamespace(ready=lambda: True), playout=Playout((1,), True, AUDIO))
+               for i in range(2)]
+    for s in streams:
+        s.handle = SimpleNamespace(deliver=lambda c, s=s: sent.append((s.slot, [f[0][0] for f in c.frames])))
+    out = AudioOut(Scheduler(streams), AUDIO, clock, read_later_from=1)    # every batch may read a step late
+    out.start(streams)
+    for step in range(2):
+        for s in streams:
+            s.frames += 1
+        out.add(streams, [True, True], Copy(2, step))
+    out.flush(0.02, 0, final=False)                      # within the step: step 0's frames go, step 1's stay
+    assert sorted(sent) == [(0, [0]), (1, [0])] and len(out.in_flight) == 1 and out.fresh
+    out.flush(0.02, 0)                                   # the step's end weighs the newest again: still decoding
+    assert len(out.in_flight) == 1 and not out.fresh and len(sent) == 2
+    out.flush(0.02, 0)                                   # a step later it goes, ready or not
+    assert not out.in_flight and sorted(sent)[-1] == (1, [1]) and len(sent) == 4

@@ -85,6 +85,8 @@ class EngineThread:
     def _turn(self) -> None:
         """Within a step, before its decode: a turn then runs alone and the main stream never waits for a decode."""
         if self.side_work.attached:
+            if self.side_work.wanted is not None:     # the listeners' slack counts the frames read since the last step
+                self.step.flush_before_turn()
             self._offer_turn()
 
     def _offer_turn(self) -> None:

@@ -83,6 +83,10 @@ class Step:
         self.audio.flush(self.step_s, len(plan.admitted))
         runner.timeline.end_step()
 
+    def flush_before_turn(self) -> None:
+        """The frames read so far to their listeners, within the step: a side turn's budget counts them."""
+        self.audio.flush(self.step_s, len(self.plan.admitted), final=False)
+
     def read_talk(self) -> None:
         """The last talk's first codes (EOS, faults) and which of the last step's frames count, into the playout."""
         if self.unsettled is None:
