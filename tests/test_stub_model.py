@@ -126,24 +126,3 @@ def test_a_stream_starts_beside_the_decode_in_flight_unless_its_slot_is_decoding
     model.reset_uses_scratch = lambda seqs: True     # e.g. a clone voice's first stream primes the scratch slot
     runner.start([SimpleNamespace(slot=2)])
     assert joins == [{0, 1}, {0}]
-
-
-def test_a_side_turn_comes_between_a_steps_predict_and_its_decode():
-    """So that on a GPU the turn runs alone without first waiting for the step's decode, which follows it instead."""
-    engine = Engine(StubModel(), max_active=4, kv_tokens_per_stream=64)
-    runner, log = engine.runner, []
-    for stage in ("predict", "decode"):
-        def logged(*args, _call=getattr(runner, stage), _stage=stage):
-            log.append(_stage)
-            return _call(*args)
-        setattr(runner, stage, logged)
-    engine.side_work.offer = lambda budget, settle: log.append("turn")
-    engine.side_work.attach()
-    engine.side_work.wanted = 0.01                    # a caller waits for a turn at every step
-    engine.start()
-    try:
-        list(engine.submit(SynthesisRequest(text="hello", chunk_frames=(2,))).iter_blocking())
-    finally:
-        engine.shutdown()
-    steps = [log[i:i + 3] for i, stage in enumerate(log) if stage == "predict"]
-    assert steps and all(step == ["predict", "turn", "decode"] for step in steps)

@@ -82,14 +82,19 @@ class EngineThread:
             self._fail(seq, error)
         self.delivered()
 
-    def _turn(self) -> None:
-        """Within a step, before its decode: a turn then runs alone and the main stream never waits for a decode."""
-        if self.side_work.attached:
-            if self.side_work.wanted is not None:     # the listeners' slack counts the frames read since the last step
-                self.step.flush_before_turn()
-            self._offer_turn()
+    def _turn(self) -> bool:
+        """Within a step, before its decode: a turn then runs alone and the main stream never waits for a decode.
+        -> whether the step's decode follows a turn on the device."""
+        if not self.side_work.attached or self.isolation.probing is not None:    # a probe steps a part of the streams
+            return False
+        self.step.flush_before_turn()                # the listeners' slack counts the frames read since the last step
+        done = self._offer_turn()
+        queuing = self.side_work.close()             # a turn given, still queuing past its spare time: the step waits
+        self._follow(queuing)
+        return (done or queuing) is not None
 
-    def _offer_turn(self) -> None:
+    def _offer_turn(self):
+        """-> what the step's next work must follow (None: no turn, or no device events)."""
         # streams not yet heard do not bound the turn (their first chunk waits for the next step) but their first
         # audio pays for it: then a turn is short, so that words keep up while streams start all the time
         slack, step_s = self.scheduler.slack_s(self.clock.monotonic(), listening=True), self.step.step_s
@@ -100,8 +105,10 @@ class EngineThread:
         budget = SideWork.budget(slack, self.side_work.reserve(step_s), most)
         self.side_work.planned(step_s, budget)       # the turns words are admitted on
         if self.side_work.wanted is None:
-            return
-        self._follow(self.side_work.offer(budget, lambda: self._before_turn(slack)))
+            return None
+        done = self.side_work.offer(budget, lambda: self._before_turn(slack))
+        self._follow(done)
+        return done
 
     def _before_turn(self, slack: float):
         """The turn follows the step's own work and the last step's decode; this step's decode follows the turn."""

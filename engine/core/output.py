@@ -53,12 +53,15 @@ class AudioOut:
         now = self.clock.monotonic()
         return len(streams) >= self.read_later_from or all(s.playout.ahead_s(now) >= margin for s in streams)
 
-    def flush(self, step_s: float, admitted: int, final: bool = True) -> None:
+    def flush(self, step_s: float, admitted: int, final: bool = True, behind_turn=None) -> None:
         """After a step that took `step_s` and admitted `admitted` streams; not `final`: within it, before a side
-        turn (a newest copy kept now is weighed again at the step's end)."""
+        turn (a newest copy kept now is weighed again at the step's end); `behind_turn`: the step's copy queued after
+        a side turn, kept a step rather than waited for (a turn's reserve counts on that)."""
         margin = margin_s(step_s)
         first = first_chunk_frames(step_s, self.audio.frame_s, admitted, self.scheduler.admitting())
-        keep = int(self.fresh and not self.in_flight[-1][2].ready() and self._can_wait(self.in_flight[-1][0], margin))
+        newest = self.in_flight[-1][2] if self.fresh else None
+        keep = int(newest is not None and not newest.ready() and
+                   (newest is behind_turn or self._can_wait(self.in_flight[-1][0], margin)))
         self.fresh = bool(keep) and not final
         while len(self.in_flight) > keep:
             streams, kept, copy, slots = self.in_flight.popleft()

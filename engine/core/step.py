@@ -22,7 +22,7 @@ class Step:
         self.ended = 0.0
         self.waited = 0.0                  # read_talk's wait for the device since the last step's cost
         self.steps = 0
-        self.before_decode = lambda: None  # side work's turn, between the step's own work and its decode
+        self.before_decode = lambda: False  # side work's turn between the step's own work and its decode: given?
 
     @property
     def step_s(self) -> float:
@@ -68,7 +68,7 @@ class Step:
         frames = codes = None
         if plan.ready:
             codes = runner.predict(plan.ready)
-        self.before_decode()
+        turned = self.before_decode()
         if plan.ready:
             frames = runner.decode(plan.ready, codes)
         self.unsettled = (plan, frames)
@@ -80,7 +80,7 @@ class Step:
         gap = started - self.ended - waited
         self.cost.observe(now - started + waited + (gap if gap < 0.1 else 0.0), len(sched.running), len(plan.admitted))
         self.ended = now
-        self.audio.flush(self.step_s, len(plan.admitted))
+        self.audio.flush(self.step_s, len(plan.admitted), behind_turn=frames if turned else None)
         runner.timeline.end_step()
 
     def flush_before_turn(self) -> None:
