@@ -45,9 +45,10 @@ class AlignmentService:
         self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
         self.close_s = 10.0                       # close() waits this long for each thread
         self.busy_until = 0.0                     # perf_counter up to which busy_seconds counted
+        self.asked = None                         # (turn, its exit) asked for before the cut, not used yet
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0,
-                          overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0)
+                          overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0, turns_returned=0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -98,11 +99,48 @@ class AlignmentService:
             settle(item[2], error=closed)           # left only where the device outlived the wait
 
     def _run(self) -> None:
-        while (batch := self.queue.next_batch(self.batch_samples)) is not None:
-            self._isolated(batch)
+        while (batch := self.queue.next_batch(self._ask_turn)) is not None:
+            try:
+                self._isolated(batch)
+            finally:
+                self._give_back()
             self._retry()
         self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
         self._retry()
+
+    def _ask_turn(self) -> int:
+        """Before the cut: a turn asked for, priced at the most urgent job alone, so that the jobs that come while it
+        is waited for join its batch. -> the audio the batch may hold."""
+        if self.side_work is not None and self.queue.waiting and not self.queue.stopping:
+            head_s = len(self.queue.waiting[0][2][0]) / self.rate
+            asked, stack = time.monotonic(), contextlib.ExitStack()
+            turn = stack.enter_context(self.side_work.turn(self.costs.fixed_s + self.costs.marginal_s * head_s))
+            self.stats["turn_wait_seconds"] += time.monotonic() - asked
+            self.asked = (turn, stack)
+        return self.batch_samples()
+
+    def _asked_turn(self, cost_s: float):
+        """The turn asked for before the cut, if its budget covers the batch's first slice; else given back unused."""
+        if self.asked is None:
+            return None
+        (turn, stack), self.asked = self.asked, None
+        if cost_s > turn.budget_s:
+            stack.close()
+            self.stats["turns_returned"] += 1
+            return None
+
+        @contextlib.contextmanager
+        def held():
+            with stack:
+                yield turn
+        return held()
+
+    def _give_back(self) -> None:
+        """An asked turn no launch used (every job abandoned, or the launch failed before its forward)."""
+        if self.asked is not None:
+            self.asked[1].close()
+            self.asked = None
+            self.stats["turns_returned"] += 1
 
     def _retry(self) -> None:
         """Batches whose results failed to read, halved and run here (one thread runs the forwards), read inline."""
@@ -170,7 +208,7 @@ class AlignmentService:
         @contextlib.contextmanager
         def turn(weights: list[float]):           # the aligner asks once its host work is done
             costs, asked = self.costs.of_slices(weights), time.monotonic()
-            with self.side_work.turn(costs[0]) as t:
+            with self._asked_turn(costs[0]) or self.side_work.turn(costs[0]) as t:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 count = max(1, sum(total <= t.budget_s for total in itertools.accumulate(costs)))   # at least one
                 taken.append((t, sum(weights[:count]), count))

@@ -47,7 +47,8 @@ class JobQueue:
 
     def next_batch(self, most_samples) -> list | None:
         """The most urgent jobs, gathered up to `gather` s but never past `gather_margin` before the earliest due;
-        None once stopped; [] when woken to retry a batch. `most_samples()`: the audio a batch may hold."""
+        None once stopped; [] when woken to retry a batch. `most_samples()`: the audio a batch may hold, asked just
+        before the cut (it may wait: the jobs that come meanwhile join the batch)."""
         if not self.waiting and (self.stopping or not self.take(None)):
             return None if self.stopping else []
         until = self.gather_until(self.clock.monotonic())

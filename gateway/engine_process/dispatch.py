@@ -152,6 +152,7 @@ class Dispatch:
                          aligner_batches=self.aligner.stats["batches"], aligner_jobs=self.aligner.stats["jobs"],
                          aligner_queued_s=self.aligner.stats["queued_seconds"],
                          aligner_turn_wait_s=self.aligner.stats["turn_wait_seconds"],
+                         aligner_turns_returned=self.aligner.stats["turns_returned"],
                          aligner_overdue_jobs=self.aligner.stats["overdue_jobs"],
                          aligner_overdue_s=self.aligner.stats["overdue_seconds"],
                          aligner_spans=self.aligner.stats["spans"],
