@@ -4,6 +4,8 @@ a turn that holds it."""
 import threading
 import time
 
+import pytest
+
 from aligner import AlignmentService
 from engine.core.side_work import SideWork
 from tests.test_aligner_isolation import job
@@ -30,48 +32,43 @@ def grant(gate: SideWork, budget_s: float = float("inf")) -> None:
     gate.give(None, budget_s=budget_s)
 
 
-def test_a_job_that_comes_while_the_aligner_waits_for_its_turn_joins_that_turn():
+@pytest.fixture
+def served():
+    """A service whose turns the test gives as the engine would: (the gate, the aligner, the service)."""
     gate, aligner = SideWork(timeout_s=5.0), Turned()
     service = AlignmentService(aligner, side_work=gate, gather=0).start()
-    try:
-        first = service.submit(*job(1, "first"))
-        assert until(lambda: gate.wanted is not None)        # asked, priced at the job alone, nothing cut yet
-        second = service.submit(*job(1, "second"))
-        grant(gate)
-        assert first.result(5) and second.result(5)
-        assert aligner.batches == [["first", "second"]] and service.stats["turns"] == 1
-        assert service.stats["turns_returned"] == 0
-    finally:
-        gate.idle()
-        service.close()
+    yield gate, aligner, service
+    gate.idle()
+    service.close()
 
 
-def test_a_turn_too_small_for_the_first_slice_goes_back_and_the_batch_waits_for_the_next():
-    gate, aligner = SideWork(timeout_s=5.0), Turned()
-    service = AlignmentService(aligner, side_work=gate, gather=0).start()
+def test_a_job_that_comes_while_the_aligner_waits_for_its_turn_joins_that_turn(served):
+    gate, aligner, service = served
+    first = service.submit(*job(1, "first"))
+    assert until(lambda: gate.wanted is not None)            # asked, priced at the job alone, nothing cut yet
+    second = service.submit(*job(1, "second"))
+    grant(gate)
+    assert first.result(5) and second.result(5)
+    assert aligner.batches == [["first", "second"]] and service.stats["turns"] == 1
+    assert service.stats["turns_returned"] == 0
+
+
+def test_a_turn_too_small_for_the_first_slice_goes_back_and_the_batch_waits_for_the_next(served):
+    gate, aligner, service = served
     service.costs.per_gflop_s = 0.01                          # the batch's slice: 10.5 ms, above a 5 ms turn
-    try:
-        asked = service.submit(*job(1, "one"))
-        grant(gate, 0.005)
-        assert until(lambda: service.stats["turns_returned"] == 1) and not aligner.batches
-        threading.Thread(target=grant, args=(gate, 0.05), daemon=True).start()
-        assert asked.result(5) and aligner.batches == [["one"]] and service.stats["turns"] == 1
-    finally:
-        gate.idle()
-        service.close()
+    asked = service.submit(*job(1, "one"))
+    grant(gate, 0.005)
+    assert until(lambda: service.stats["turns_returned"] == 1) and not aligner.batches
+    threading.Thread(target=grant, args=(gate, 0.05), daemon=True).start()
+    assert asked.result(5) and aligner.batches == [["one"]] and service.stats["turns"] == 1
 
 
-def test_an_abandoned_batch_gives_its_asked_turn_back():
-    gate, aligner = SideWork(timeout_s=5.0), Turned()
-    service = AlignmentService(aligner, side_work=gate, gather=0).start()
-    try:
-        abandoned = service.submit(*job(1, "gone"))
-        assert until(lambda: gate.wanted is not None)
-        abandoned.cancel()
-        started = time.monotonic()
-        grant(gate)                                           # the engine's wait ends with the turn, unused
-        assert time.monotonic() - started < 2
-        assert until(lambda: service.stats["turns_returned"] == 1) and not aligner.batches
-    finally:
-        gate.idle()
-        service.close()
+def test_an_abandoned_batch_gives_its_asked_turn_back(served):
+    gate, aligner, service = served
+    abandoned = service.submit(*job(1, "gone"))
+    assert until(lambda: gate.wanted is not None)
+    abandoned.cancel()
+    started = time.monotonic()
+    grant(gate)                                               # the engine's wait ends with the turn, unused
+    assert time.monotonic() - started < 2
+    assert until(lambda: service.stats["turns_returned"] == 1) and not aligner.batches
