@@ -111,22 +111,24 @@ class AlignmentService:
     def _ask_turn(self) -> int:
         """Before the cut: a turn asked for, priced at the most urgent job alone, so that the jobs that come while it
         is waited for join its batch. -> the audio the batch may hold."""
-        if self.side_work is not None and self.queue.waiting and not self.queue.stopping:
+        if self.side_work is not None and self.pipelined and self.queue.waiting and not self.queue.stopping:
             head_s = len(self.queue.waiting[0][2][0]) / self.rate
             asked, stack = time.monotonic(), contextlib.ExitStack()
-            turn = stack.enter_context(self.side_work.turn(self.costs.fixed_s + self.costs.marginal_s * head_s))
+            cost = self.costs.fixed_s + self.costs.marginal_s * head_s
+            turn = stack.enter_context(self.side_work.turn(cost, begun=False))
             self.stats["turn_wait_seconds"] += time.monotonic() - asked
             self.asked = (turn, stack)
         return self.batch_samples()
 
     def _asked_turn(self, cost_s: float):
-        """The turn asked for before the cut, if its budget covers the batch's first slice; else given back unused."""
+        """The turn asked for before the cut, if its budget covers the batch's first slice and the engine still waits
+        for it (it stops once the batch's host work outlasts the turn's spare time); else given back unused."""
         if self.asked is None:
             return None
         (turn, stack), self.asked = self.asked, None
-        if cost_s > turn.budget_s:
+        if cost_s > turn.budget_s or not self.side_work.begin(turn):
             stack.close()
-            self.stats["turns_returned"] += 1
+            self.stats["turns_returned"] += turn.given
             return None
 
         @contextlib.contextmanager
@@ -139,8 +141,8 @@ class AlignmentService:
         """An asked turn no launch used (every job abandoned, or the launch failed before its forward)."""
         if self.asked is not None:
             self.asked[1].close()
+            self.stats["turns_returned"] += self.asked[0].given
             self.asked = None
-            self.stats["turns_returned"] += 1
 
     def _retry(self) -> None:
         """Batches whose results failed to read, halved and run here (one thread runs the forwards), read inline."""

@@ -1,6 +1,7 @@
 """The aligner asks for its turn before it cuts a batch: the jobs that come while it waits for the turn join that
 turn's batch, not the one after; a turn too small for the batch's first slice goes back unused, and the batch waits for
-a turn that holds it."""
+a turn that holds it; the engine never waits for a batch's host work past a turn's spare time, nor for an aligner that
+takes no turns."""
 import threading
 import time
 
@@ -8,22 +9,28 @@ import pytest
 
 from aligner import AlignmentService
 from engine.core.side_work import SideWork
+from stand_in_aligner import StandIn
 from tests.test_aligner_isolation import job
 from tests.test_aligner_pipeline import until
 
 
 class Turned:
-    """One slice of `cost_s` a batch, taken in the turns the service gives; records each batch's first units."""
+    """One slice a batch, taken in the turns the service gives after `prep_s` of host work; records each batch's
+    first units."""
     slices = 1
 
-    def __init__(self):
-        self.batches = []
+    def __init__(self, prep_s: float = 0.0):
+        self.batches, self.prep_s = [], prep_s
 
-    def align_units(self, items, rate, turn):
+    def launch_units(self, items, rate, turn):
+        time.sleep(self.prep_s)
         with turn([1.0]) as (count, now):
             self.batches.append([units[0] for _, units in items])
             now.end()
         return [[(0.0, 0.1)] * len(units) for _, units in items]
+
+    def finish(self, launched):
+        return launched
 
 
 def grant(gate: SideWork, budget_s: float = float("inf")) -> None:
@@ -72,3 +79,40 @@ def test_an_abandoned_batch_gives_its_asked_turn_back(served):
     grant(gate)                                               # the engine's wait ends with the turn, unused
     assert time.monotonic() - started < 2
     assert until(lambda: service.stats["turns_returned"] == 1) and not aligner.batches
+
+
+def engine_step(gate: SideWork) -> float:
+    """A step's turn as the engine thread takes it (offer's spare time at its least, then close()): its seconds."""
+    t0 = time.monotonic()
+    if gate.wanted is not None:
+        gate.give(None, 0.01, 1.0)
+    gate.close()
+    return time.monotonic() - t0
+
+
+def test_the_engine_waits_for_a_batchs_host_work_no_longer_than_the_spare_time():
+    gate, aligner = SideWork(timeout_s=2.0), Turned(prep_s=0.3)
+    service = AlignmentService(aligner, side_work=gate, gather=0).start()
+    try:
+        done = service.submit(*job(1, "slow"))
+        assert until(lambda: gate.wanted is not None)
+        assert engine_step(gate) < 0.15                       # withdrawn: the batch takes a later turn
+        assert gate.stats["withdrawn"] == 1
+        threading.Thread(target=grant, args=(gate,), daemon=True).start()
+        assert done.result(5) and aligner.batches == [["slow"]] and service.stats["turns_returned"] == 1
+    finally:
+        gate.idle()
+        service.close()
+
+
+def test_an_aligner_that_takes_no_turns_is_never_given_one():
+    gate, aligner = SideWork(timeout_s=2.0), StandIn()
+    service = AlignmentService(aligner, side_work=gate, gather=0).start()
+    try:
+        service.submit(*job(1, "slow"))
+        assert aligner.stalled.wait(5)
+        assert max(engine_step(gate) for _ in range(20)) < 0.05 and gate.stats["given"] == 0
+    finally:
+        aligner.release.set()
+        gate.idle()
+        service.close()

@@ -173,3 +173,21 @@ def test_turns_never_take_the_step_time_admission_keeps_for_streams():
         return seen[0]
     assert abs(budget_given(64.0) - 0.002) < 1e-9
     assert budget_given(None) > 1.0
+
+
+def test_a_turn_whose_work_has_not_begun_is_withdrawn_when_the_engine_steps_again():
+    side_work, begun = SideWork(timeout_s=5), []
+    side_work.idle()                                          # the engine idle: a turn is had at once
+
+    def side():
+        with side_work.turn(0.01, begun=False) as turn:
+            time.sleep(0.3)                                   # the holder's host work before its kernels
+            begun.append(side_work.begin(turn))
+    thread = threading.Thread(target=side)
+    thread.start()
+    while side_work._current is None:
+        time.sleep(0.001)
+    started = time.monotonic()
+    assert side_work.close() is None and time.monotonic() - started < 0.1     # a step is not held back by it
+    thread.join(5)
+    assert begun == [False] and side_work.stats["withdrawn"] == 1

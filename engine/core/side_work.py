@@ -16,6 +16,8 @@ class Turn:
         self.budget_s = budget_s
         self.done = self.started = None
         self.ended = self.late = False
+        # its holder took it; its work started queuing; the engine stopped waiting before that
+        self.taken = self.begun = self.withdrawn = False
 
     def end(self, done=None, started=None) -> None:
         self.gate._end(self, done, started)
@@ -43,24 +45,32 @@ class SideWork:
         self._current: Turn | None = None
         self.open = False
         self.attached = False              # someone takes turns: until then the engine plans none
-        self.stats = dict(given=0, idle=0, late=0, engine_wait_s=0.0)
+        self.stats = dict(given=0, idle=0, late=0, withdrawn=0, engine_wait_s=0.0)
 
     def attach(self) -> None:
         self.attached = True
 
     @contextmanager
-    def turn(self, cost_s: float):
+    def turn(self, cost_s: float, begun: bool = True):
+        """`begun`: the caller queues its work at once; else it calls begin() first, and the engine waits for that
+        no longer than a turn's spare time (the turn is then withdrawn)."""
         with self._cv:
             self.attached, self.wanted = True, cost_s
             while not self.open and self._given is None:
                 self._cv.wait()
             turn, self._given, self.wanted = self._given or Turn(self, False), None, None
             self.stats["given" if turn.given else "idle"] += 1
-            self._current = turn
+            self._current, turn.taken, turn.begun = turn, True, begun
         try:
             yield turn
         finally:
             turn.end()
+
+    def begin(self, turn: Turn) -> bool:
+        """A turn taken with begun=False, its work about to queue: False if the engine withdrew it meanwhile."""
+        with self._cv:
+            turn.begun = not turn.withdrawn
+            return turn.begun
 
     def _end(self, turn: Turn, done, started) -> None:
         with self._cv:
@@ -80,7 +90,9 @@ class SideWork:
         """Before a step: returns what the step must follow. A turn already late holds back no further step."""
         with self._cv:
             self.open = False
-            return None if self._current is not None and self._current.late else self._wait(self._current)
+            self._withdraw(self._current)
+            return None if self._current is not None and (self._current.late or self._current.withdrawn) \
+                else self._wait(self._current)
 
     def planned(self, step_s: float, most_s: float = float("inf")) -> float:
         """After each step (`step_s`: its time, turns included; `most_s`: the longest turn the listeners allow now):
@@ -121,12 +133,22 @@ class SideWork:
             self._cv.notify_all()
             return self._wait(self._given, spare_s)
 
+    def _withdraw(self, turn: Turn | None) -> bool:
+        """A turn whose work has not begun to queue is no longer waited for (its holder's host work outlasted it)."""
+        if turn is None or not turn.taken or turn.begun or turn.ended or turn.withdrawn:
+            return False
+        turn.withdrawn = True
+        self.stats["withdrawn"] += 1
+        return True
+
     def _wait(self, turn: Turn | None, timeout_s: float | None = None):
         if turn is None:
             return None
         t0 = time.perf_counter()
         ended = self._cv.wait_for(lambda: turn.ended, min(self.timeout_s, timeout_s or self.timeout_s))
         self.stats["engine_wait_s"] += time.perf_counter() - t0
+        if not ended and self._withdraw(turn):
+            return None
         if not ended:
             self.stats["late"] += 1     # side work stuck on the host: the engine goes on beside it
             turn.late = turn.late or timeout_s is None       # past the whole timeout, not a launch's spare time
