@@ -48,7 +48,8 @@ class AlignmentService:
         self.asked = None                         # (turn, its exit) asked for before the cut, not used yet
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0,
-                          overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0, turns_returned=0)
+                          overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0, turns_returned=0,
+                          turn_host_seconds=0.0)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -214,7 +215,9 @@ class AlignmentService:
                 self.stats["turn_wait_seconds"] += time.monotonic() - asked
                 count = max(1, sum(total <= t.budget_s for total in itertools.accumulate(costs)))   # at least one
                 taken.append((t, sum(weights[:count]), count))
+                began = time.perf_counter()
                 yield count, t
+                self.stats["turn_host_seconds"] += time.perf_counter() - began    # its launches, on the host
         t0 = time.perf_counter()
         launch = self.aligner.launch_units if self.pipelined else self.aligner.align_units
         launched = launch(items, self.rate, turn if self.side_work else None)

@@ -39,6 +39,8 @@ ALIGNER_GAUGES = (
      "time the aligner waited for a turn between steps, cumulative"),
     ("tts_aligner_turns_returned", "aligner_turns_returned",
      "turns asked for before a batch was cut that went unused (its first slice past the turn's budget), cumulative"),
+    ("tts_aligner_turn_host_seconds", "aligner_turn_host_s",
+     "the host's time launching the aligner's work within its turns (the device may wait on it), cumulative"),
     ("tts_aligner_overdue_jobs", "aligner_overdue_jobs",
      "jobs already due when submitted (an utterance's opening words), cumulative"),
     ("tts_aligner_overdue_seconds", "aligner_overdue_s", "those jobs' time from submission to their words, cumulative"),

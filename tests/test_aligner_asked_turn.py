@@ -2,6 +2,7 @@
 turn's batch, not the one after; a turn too small for the batch's first slice goes back unused, and the batch waits for
 a turn that holds it; the engine never waits for a batch's host work past a turn's spare time, nor for an aligner that
 takes no turns."""
+import contextlib
 import threading
 import time
 
@@ -19,13 +20,14 @@ class Turned:
     first units."""
     slices = 1
 
-    def __init__(self, prep_s: float = 0.0):
-        self.batches, self.prep_s = [], prep_s
+    def __init__(self, prep_s: float = 0.0, launch_s: float = 0.0):
+        self.batches, self.prep_s, self.launch_s = [], prep_s, launch_s
 
     def launch_units(self, items, rate, turn):
         time.sleep(self.prep_s)
         with turn([1.0]) as (count, now):
             self.batches.append([units[0] for _, units in items])
+            time.sleep(self.launch_s)                         # its kernels' launches, within the turn
             now.end()
         return [[(0.0, 0.1)] * len(units) for _, units in items]
 
@@ -39,14 +41,22 @@ def grant(gate: SideWork, budget_s: float = float("inf")) -> None:
     gate.give(None, budget_s=budget_s)
 
 
+@contextlib.contextmanager
+def serving(aligner, timeout_s: float = 5.0):
+    """A service whose turns the test gives as the engine would: (the gate, the service)."""
+    gate = SideWork(timeout_s=timeout_s)
+    service = AlignmentService(aligner, side_work=gate, gather=0).start()
+    try:
+        yield gate, service
+    finally:
+        gate.idle()
+        service.close()
+
+
 @pytest.fixture
 def served():
-    """A service whose turns the test gives as the engine would: (the gate, the aligner, the service)."""
-    gate, aligner = SideWork(timeout_s=5.0), Turned()
-    service = AlignmentService(aligner, side_work=gate, gather=0).start()
-    yield gate, aligner, service
-    gate.idle()
-    service.close()
+    with serving(aligner := Turned()) as (gate, service):
+        yield gate, aligner, service
 
 
 def test_a_job_that_comes_while_the_aligner_waits_for_its_turn_joins_that_turn(served):
@@ -91,28 +101,28 @@ def engine_step(gate: SideWork) -> float:
 
 
 def test_the_engine_waits_for_a_batchs_host_work_no_longer_than_the_spare_time():
-    gate, aligner = SideWork(timeout_s=2.0), Turned(prep_s=0.3)
-    service = AlignmentService(aligner, side_work=gate, gather=0).start()
-    try:
+    with serving(aligner := Turned(prep_s=0.3), timeout_s=2.0) as (gate, service):
         done = service.submit(*job(1, "slow"))
         assert until(lambda: gate.wanted is not None)
         assert engine_step(gate) < 0.15                       # withdrawn: the batch takes a later turn
         assert gate.stats["withdrawn"] == 1
         threading.Thread(target=grant, args=(gate,), daemon=True).start()
         assert done.result(5) and aligner.batches == [["slow"]] and service.stats["turns_returned"] == 1
-    finally:
-        gate.idle()
-        service.close()
 
 
 def test_an_aligner_that_takes_no_turns_is_never_given_one():
-    gate, aligner = SideWork(timeout_s=2.0), StandIn()
-    service = AlignmentService(aligner, side_work=gate, gather=0).start()
-    try:
-        service.submit(*job(1, "slow"))
-        assert aligner.stalled.wait(5)
-        assert max(engine_step(gate) for _ in range(20)) < 0.05 and gate.stats["given"] == 0
-    finally:
-        aligner.release.set()
-        gate.idle()
-        service.close()
+    aligner = StandIn()
+    with serving(aligner, timeout_s=2.0) as (gate, service):
+        try:
+            service.submit(*job(1, "slow"))
+            assert aligner.stalled.wait(5)
+            assert max(engine_step(gate) for _ in range(20)) < 0.05 and gate.stats["given"] == 0
+        finally:
+            aligner.release.set()
+
+
+def test_the_hosts_time_within_a_turn_is_counted():
+    with serving(Turned(launch_s=0.05)) as (gate, service):
+        done = service.submit(*job(1, "one"))
+        grant(gate)
+        assert done.result(5) and 0.05 <= service.stats["turn_host_seconds"] < 1.0

@@ -153,6 +153,7 @@ class Dispatch:
                          aligner_queued_s=self.aligner.stats["queued_seconds"],
                          aligner_turn_wait_s=self.aligner.stats["turn_wait_seconds"],
                          aligner_turns_returned=self.aligner.stats["turns_returned"],
+                         aligner_turn_host_s=self.aligner.stats["turn_host_seconds"],
                          aligner_overdue_jobs=self.aligner.stats["overdue_jobs"],
                          aligner_overdue_s=self.aligner.stats["overdue_seconds"],
                          aligner_spans=self.aligner.stats["spans"],
