@@ -3,7 +3,6 @@ turns between the engine's steps (a second reads each batch's results meanwhile)
 the job that fails alone loses its words; a new context gets words only while the device time planned for them covers
 its demand."""
 import contextlib
-import itertools
 import logging
 import math
 import queue
@@ -18,6 +17,7 @@ from .device_costs import DeviceCosts
 from .finisher import Finisher, InFlight, settle
 from .job_queue import JobQueue
 from .stream import RATE
+from .turns import Turns
 from .words_admission import WordsAdmission
 
 log = logging.getLogger("qwen_tts_gateway")
@@ -45,11 +45,11 @@ class AlignmentService:
         self.finisher, self.retries, self.lock = Finisher(self._finished), queue.Queue(), threading.Lock()
         self.close_s = 10.0                       # close() waits this long for each thread
         self.busy_until = 0.0                     # perf_counter up to which busy_seconds counted
-        self.asked = None                         # (turn, its exit) asked for before the cut, not used yet
         self.stats = dict(batches=0, turns=0, jobs=0, audio_seconds=0.0, busy_seconds=0.0, device_seconds=0.0, failed=0,
                           split=0, rejected=0, refused=0, queued_seconds=0.0, turn_wait_seconds=0.0,
                           overdue_jobs=0, overdue_seconds=0.0, spans=0, spans_past_audio=0, turns_returned=0,
                           turn_host_seconds=0.0)
+        self.turns = Turns(side_work, self.costs, self.stats)
 
     def start(self) -> "AlignmentService":
         self.thread.start()
@@ -104,46 +104,16 @@ class AlignmentService:
             try:
                 self._isolated(batch)
             finally:
-                self._give_back()
+                self.turns.give_back()
             self._retry()
         self.finisher.close(timeout=self.close_s)   # every launched batch read; a failed read comes back to retry
         self._retry()
 
     def _ask_turn(self) -> int:
-        """Before the cut: a turn asked for, priced at the most urgent job alone, so that the jobs that come while it
-        is waited for join its batch. -> the audio the batch may hold."""
+        """Before the cut (an aligner that launches in turns): its first turn. -> the audio the batch may hold."""
         if self.side_work is not None and self.pipelined and self.queue.waiting and not self.queue.stopping:
-            head_s = len(self.queue.waiting[0][2][0]) / self.rate
-            asked, stack = time.monotonic(), contextlib.ExitStack()
-            cost = self.costs.fixed_s + self.costs.marginal_s * head_s
-            turn = stack.enter_context(self.side_work.turn(cost, begun=False))
-            self.stats["turn_wait_seconds"] += time.monotonic() - asked
-            self.asked = (turn, stack)
+            self.turns.ask(len(self.queue.waiting[0][2][0]) / self.rate)
         return self.batch_samples()
-
-    def _asked_turn(self, cost_s: float):
-        """The turn asked for before the cut, if its budget covers the batch's first slice and the engine still waits
-        for it (it stops once the batch's host work outlasts the turn's spare time); else given back unused."""
-        if self.asked is None:
-            return None
-        (turn, stack), self.asked = self.asked, None
-        if cost_s > turn.budget_s or not self.side_work.begin(turn):
-            stack.close()
-            self.stats["turns_returned"] += turn.given
-            return None
-
-        @contextlib.contextmanager
-        def held():
-            with stack:
-                yield turn
-        return held()
-
-    def _give_back(self) -> None:
-        """An asked turn no launch used (every job abandoned, or the launch failed before its forward)."""
-        if self.asked is not None:
-            self.asked[1].close()
-            self.stats["turns_returned"] += self.asked[0].given
-            self.asked = None
 
     def _retry(self) -> None:
         """Batches whose results failed to read, halved and run here (one thread runs the forwards), read inline."""
@@ -207,20 +177,9 @@ class AlignmentService:
         audio_s = sum(len(audio) for audio, *_ in batch) / self.rate
         items = [(audio, units) for audio, units, *_ in batch]
         taken = []
-
-        @contextlib.contextmanager
-        def turn(weights: list[float]):           # the aligner asks once its host work is done
-            costs, asked = self.costs.of_slices(weights), time.monotonic()
-            with self._asked_turn(costs[0]) or self.side_work.turn(costs[0]) as t:
-                self.stats["turn_wait_seconds"] += time.monotonic() - asked
-                count = max(1, sum(total <= t.budget_s for total in itertools.accumulate(costs)))   # at least one
-                taken.append((t, sum(weights[:count]), count))
-                began = time.perf_counter()
-                yield count, t
-                self.stats["turn_host_seconds"] += time.perf_counter() - began    # its launches, on the host
         t0 = time.perf_counter()
         launch = self.aligner.launch_units if self.pipelined else self.aligner.align_units
-        launched = launch(items, self.rate, turn if self.side_work else None)
+        launched = launch(items, self.rate, self.turns.of_batch(taken) if self.side_work else None)
         return InFlight(batch, queued, taken, audio_s, t0, launched)
 
     def _finish(self, flight: InFlight) -> float:
