@@ -38,7 +38,8 @@ ALIGNER_GAUGES = (
     ("tts_aligner_turn_wait_seconds", "aligner_turn_wait_s",
      "time the aligner waited for a turn between steps, cumulative"),
     ("tts_aligner_turns_returned", "aligner_turns_returned",
-     "turns asked for before a batch was cut that went unused (its first slice past the turn's budget), cumulative"),
+     "turns asked for before a batch was cut that went unused (its first slice past the turn's budget, or withdrawn "
+     "by the engine), cumulative"),
     ("tts_aligner_turn_host_seconds", "aligner_turn_host_s",
      "the host's time launching the aligner's work within its turns (the device may wait on it), cumulative"),
     ("tts_aligner_overdue_jobs", "aligner_overdue_jobs",
@@ -150,6 +151,8 @@ async def metrics(request: Request) -> PlainTextResponse:
            if name in GPU_STAGES},
         "tts_engine_side_turns": ("turns of side work (alignment) between steps, cumulative",
                                   stats.get("turns_given", 0)),
+        "tts_engine_side_turns_withdrawn": ("of those, withdrawn before their work began (its host work outlasted "
+                                            "the turn's spare time), cumulative", stats.get("turns_withdrawn", 0)),
     }
     if gateway.aligner is not None:
         gauges.update({name: (text, stats.get(key, 0)) for name, key, text in ALIGNER_GAUGES})

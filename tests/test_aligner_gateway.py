@@ -92,6 +92,8 @@ def test_words_cover_the_text_in_order_before_playback_ends(server):
     assert value["tts_aligner_spans"] >= len(words) and 0 <= value["tts_aligner_spans_past_audio"]
     assert value["tts_aligner_refused_contexts"] >= value["tts_aligner_refused_behind_contexts"] == 0
     assert value["tts_aligner_used"] >= 0
+    assert value["tts_aligner_turns_returned"] == value["tts_aligner_turn_host_seconds"] == 0   # it takes no turns
+    assert "tts_engine_side_turns_withdrawn 0" in metrics
 
 
 def barge_in(srv, context_id, first, more, played_ms=lambda got: None):

@@ -117,7 +117,7 @@ class Engine:
                     listener_dry=self.step.audio.dry, first_chunks=self.step.audio.first_chunks,
                     to_slot_s=self.step.audio.to_slot_s, to_first_chunk_s=self.step.audio.to_first_chunk_s,
                     gpu_ms=dict(self.runner.timeline.ms),
-                    turns_given=self.side_work.stats["given"],
+                    turns_given=self.side_work.stats["given"], turns_withdrawn=self.side_work.stats["withdrawn"],
                     step_capacity=min(sched.max_active, sched.admission.streams_within_bound()),
                     max_active=sched.max_active, refused=sched.admission.refused, kv_tokens=sched.admission.kv_tokens,
                     kv_reserved=sched.admission.reserved,
