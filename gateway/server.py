@@ -22,31 +22,31 @@ GPU_STAGES = {      # the engine's GPU timeline, moving averages over its recent
     "step": "GPU ms of a step on the main stream, its first stage's start to its last end (the side decode apart)",
     "idle": "GPU ms the main stream waits before a step (the host not ahead of the device)",
     **{stage: f"GPU ms of the step's {stage} stage" for stage in ("start", "prefill", "predict", "decode", "talk")}}
-# /metrics' aligner gauges: (name, the engine core's stats key, help)
+# /metrics' aligner gauges: (name, the engine core's stats key: aligner_ and the service's own, help)
 ALIGNER_GAUGES = (
     ("tts_aligner_queued_jobs", "aligner_queued", "word alignment jobs waiting for the aligner"),
-    ("tts_aligner_busy_seconds", "aligner_busy_s", "time spent aligning, cumulative"),
-    ("tts_aligner_audio_seconds", "aligner_audio_s", "audio aligned, cumulative (windows overlap)"),
+    ("tts_aligner_busy_seconds", "aligner_busy_seconds", "time spent aligning, cumulative"),
+    ("tts_aligner_audio_seconds", "aligner_audio_seconds", "audio aligned, cumulative (windows overlap)"),
     ("tts_aligner_refused_contexts", "aligner_refused", "contexts refused word timestamps (words_refused), cumulative"),
     ("tts_aligner_refused_behind_contexts", "aligner_refused_behind",
      "of those, refused because words came too late (the rest: no device time left), cumulative"),
-    ("tts_aligner_device_seconds", "aligner_device_s", "the aligner's device time, cumulative"),
+    ("tts_aligner_device_seconds", "aligner_device_seconds", "the aligner's device time, cumulative"),
     ("tts_aligner_turns", "aligner_turns", "turns the aligner took, cumulative"),
     ("tts_aligner_batches", "aligner_batches", "batches the aligner ran, cumulative"),
     ("tts_aligner_jobs", "aligner_jobs", "alignment jobs done, cumulative"),
-    ("tts_aligner_queued_seconds", "aligner_queued_s", "time jobs waited for their batch, cumulative"),
-    ("tts_aligner_turn_wait_seconds", "aligner_turn_wait_s",
+    ("tts_aligner_queued_seconds", "aligner_queued_seconds", "time jobs waited for their batch, cumulative"),
+    ("tts_aligner_turn_wait_seconds", "aligner_turn_wait_seconds",
      "time the aligner waited for a turn between steps, cumulative"),
     ("tts_aligner_turns_returned", "aligner_turns_returned",
      "turns asked for before a batch was cut that went unused (its first slice past the turn's budget, or withdrawn "
      "by the engine), cumulative"),
-    ("tts_aligner_turn_host_seconds", "aligner_turn_host_s",
+    ("tts_aligner_turn_host_seconds", "aligner_turn_host_seconds",
      "the host's time launching the aligner's work within its turns (the device may wait on it), cumulative"),
     ("tts_aligner_overdue_jobs", "aligner_overdue_jobs",
      "jobs already due when submitted (an utterance's opening words), cumulative"),
-    ("tts_aligner_overdue_seconds", "aligner_overdue_s", "those jobs' time from submission to their words, cumulative"),
+    ("tts_aligner_overdue_seconds", "aligner_overdue_seconds", "those jobs' time from submission to their words, cumulative"),
     ("tts_aligner_spans", "aligner_spans", "word spans aligned, cumulative (windows overlap)"),
-    ("tts_aligner_spans_past_audio", "aligner_spans_past", "of those, spans ending past their window's audio (clamped "
+    ("tts_aligner_spans_past_audio", "aligner_spans_past_audio", "of those, spans ending past their window's audio (clamped "
      "to its end: such a word settles only with its utterance's last job)"),
     ("tts_aligner_cost_ms_per_audio_s", "aligner_cost_ms", "learnt device ms a second of audio costs, at full batches"),
     ("tts_aligner_capacity", "aligner_capacity", "device seconds a second planned for alignment, recent"),

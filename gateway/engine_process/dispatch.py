@@ -143,21 +143,10 @@ class Dispatch:
     def stats(self) -> dict:
         stats = self.engine.stats()
         if self.aligner is not None:
-            stats.update(aligner_queued=self.aligner.queued, aligner_busy_s=self.aligner.stats["busy_seconds"],
-                         aligner_audio_s=self.aligner.stats["audio_seconds"],
-                         aligner_refused=self.aligner.stats["refused"],
+            stats.update({f"aligner_{key}": value for key, value in self.aligner.stats.items()},
+                         aligner_queued=self.aligner.queued,
                          aligner_refused_behind=self.aligner.admission.refused_behind,
                          aligner_used=self.aligner.admission.recent_use(),
-                         aligner_device_s=self.aligner.stats["device_seconds"], aligner_turns=self.aligner.stats["turns"],
-                         aligner_batches=self.aligner.stats["batches"], aligner_jobs=self.aligner.stats["jobs"],
-                         aligner_queued_s=self.aligner.stats["queued_seconds"],
-                         aligner_turn_wait_s=self.aligner.stats["turn_wait_seconds"],
-                         aligner_turns_returned=self.aligner.stats["turns_returned"],
-                         aligner_turn_host_s=self.aligner.stats["turn_host_seconds"],
-                         aligner_overdue_jobs=self.aligner.stats["overdue_jobs"],
-                         aligner_overdue_s=self.aligner.stats["overdue_seconds"],
-                         aligner_spans=self.aligner.stats["spans"],
-                         aligner_spans_past=self.aligner.stats["spans_past_audio"],
                          aligner_cost_ms=1000 * self.aligner.cost_per_audio_s() if self.aligner.side_work else 0.0,
                          aligner_capacity=self.aligner.side_work.plan.capacity
                          if self.aligner.side_work and self.aligner.side_work.plan else 0.0)
