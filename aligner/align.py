@@ -130,6 +130,8 @@ class Aligner:
         staged = joined(audios, pin=self.stream is not None)    # host copies, before the turn
         mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
         forward = Forward(self.model, mel, plan)
+        with self._on_stream():
+            forward.prepare()                   # beside the engine's step, on the aligner's low-priority stream
         while forward.left:
             whole = contextlib.nullcontext((len(forward.left), None))
             with turn(forward.left) if turn is not None else whole as (count, now), self._on_stream():

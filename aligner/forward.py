@@ -14,20 +14,31 @@ class Forward:
         self.weights = [gflop(model, plan[p][2], s) for p, s in self.slices]
         self.done, self.out = 0, []
         self.mel = self.x = self.inputs = None
+        self.inputs_of = None                   # the part whose inputs are on the device
 
     @property
     def left(self) -> list[float]:
         return self.weights[self.done:]
 
     @torch.inference_mode()
+    def prepare(self) -> None:
+        """The mel and the first part's inputs, queued before the turn: the turn then holds the graphs alone."""
+        self._inputs(0)
+
+    def _inputs(self, p: int) -> None:
+        if self.mel is None:
+            self.mel = self.make_mel()
+        if self.inputs_of != p:
+            a, b, lay = self.plan[p]
+            self.inputs, self.inputs_of = self.model.inputs(lay, self.mel[a:b]), p
+
+    @torch.inference_mode()
     def run(self, count: int) -> None:
         m, encoder = self.model, len(self.model.encoder)
         for p, s in self.slices[self.done:self.done + count]:
-            if self.mel is None:
-                self.mel = self.make_mel()
-            a, b, lay = self.plan[p]
+            lay = self.plan[p][2]
             if s == 0:
-                self.inputs = m.inputs(lay, self.mel[a:b])
+                self._inputs(p)
             (chunks, conv_frames, windows), (ids, positions, sequences, *embed) = self.inputs
             rows, text = (len(lay.windows), lay.ids.shape) if lay.captured else (None, None)   # None: eager
             if s < encoder:
