@@ -130,11 +130,10 @@ class Aligner:
         staged = joined(audios, pin=self.stream is not None)    # host copies, before the turn
         mel = lambda: log_mels(audios, sample_rate, self.cfg.audio.num_mel_bins, self.device, staged)[0]
         forward = Forward(self.model, mel, plan)
-        with self._on_stream():
-            forward.prepare()                   # beside the engine's step, on the aligner's low-priority stream
         while forward.left:
             whole = contextlib.nullcontext((len(forward.left), None))
             with turn(forward.left) if turn is not None else whole as (count, now), self._on_stream():
+                forward.prepare()       # once, before the wait for the step: beside its tail, on the aligner's stream
                 marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
                 if now is not None and now.after is not None:
                     self.stream.wait_event(now.after)

@@ -22,8 +22,10 @@ class Forward:
 
     @torch.inference_mode()
     def prepare(self) -> None:
-        """The mel and the first part's inputs, queued before the turn: the turn then holds the graphs alone."""
-        self._inputs(0)
+        """The mel and the first part's inputs, queued before the turn's wait for the step: its graphs alone then
+        follow the step, and the device runs them without waiting on the host's launches."""
+        if self.mel is None and not self.done:
+            self._inputs(0)
 
     def _inputs(self, p: int) -> None:
         if self.mel is None:

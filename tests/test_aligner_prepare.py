@@ -1,5 +1,6 @@
-"""A batch's mel and its first part's inputs are queued before its first turn (on the aligner's stream, beside the
-engine's step), so that a turn holds the graphs alone; the words are those of a forward that makes them in its turns."""
+"""A batch's mel and its first part's inputs are queued at its first turn's start, before its wait for the engine's step
+(on the aligner's stream, beside the step's tail), so that what follows the step is the graphs alone; the words are
+those of a forward that makes them in its turns."""
 import contextlib
 import types
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 import aligner.align
+from aligner.features import joined
 from aligner import Aligner
 from tests.graph_stand_in import stand_in_graphs
 
@@ -19,7 +21,7 @@ def tiny():
 
 
 class Turns:
-    """One slice a turn, recording what the device was given before each turn and within it."""
+    """One slice a turn, recording each turn's start and the wait for the step (`after`) that its work follows."""
 
     def __init__(self, log: list):
         self.log = log
@@ -27,11 +29,25 @@ class Turns:
     @contextlib.contextmanager
     def __call__(self, weights):
         self.log.append("turn")
-        yield 1, types.SimpleNamespace(after=None, end=lambda done=None, started=None: None)
+        yield 1, types.SimpleNamespace(after="step", end=lambda done=None, started=None: None)
+
+
+class Stream:
+    """The aligner's stream stood in for on the CPU: records the wait for the step."""
+
+    def __init__(self, log: list):
+        self.log = log
+
+    def wait_event(self, event):
+        self.log.append(f"wait {event}")
 
 
 def recorded(monkeypatch, tiny, log: list) -> None:
     mel, inputs = aligner.align.log_mels, tiny.model.inputs
+    monkeypatch.setattr(tiny, "stream", Stream(log))
+    monkeypatch.setattr(tiny, "_on_stream", contextlib.nullcontext)
+    monkeypatch.setattr(aligner.align, "joined", lambda audios, pin: joined(audios))      # no pinned memory here
+    monkeypatch.setattr(aligner.align.torch.cuda, "Event", lambda **k: types.SimpleNamespace(record=lambda: None))
     monkeypatch.setattr(aligner.align, "log_mels", lambda *a, **k: (log.append("mel"), mel(*a, **k))[1])
     monkeypatch.setattr(tiny.model, "inputs", lambda *a, **k: (log.append("inputs"), inputs(*a, **k))[1])
 
@@ -41,13 +57,13 @@ def items(seconds: list[float], seed: int = 2) -> list:
     return [((0.1 * rng.standard_normal(int(s * 24000))).astype(np.float32), ["a", "b", "c"]) for s in seconds]
 
 
-def test_the_mel_and_the_first_inputs_come_before_the_first_turn(tiny, monkeypatch):
+def test_the_mel_and_the_first_inputs_come_before_the_first_turns_wait_for_the_step(tiny, monkeypatch):
     log = []
     recorded(monkeypatch, tiny, log)
     tiny.align_units(items([0.5, 3.0, 1.2]), 24000, Turns(log))
-    assert log[:3] == ["mel", "inputs", "turn"]
+    assert log[:4] == ["turn", "mel", "inputs", "wait step"]
     assert log.count("mel") == 1 and log.count("inputs") == 1       # one part: its inputs made once
-    assert log.count("turn") == tiny.slices
+    assert log.count("turn") == log.count("wait step") == tiny.slices
 
 
 @pytest.mark.slow
@@ -64,7 +80,8 @@ def test_a_later_parts_inputs_come_within_its_turn_and_the_words_are_unchanged(t
     recorded(monkeypatch, tiny, log)
     turned = tiny.align_units(batch, 24000, Turns(log))
     parts = log.count("inputs")
-    assert parts == 2 and log[:3] == ["mel", "inputs", "turn"]
-    second = log.index("inputs", 2)
-    assert log[second - 1] == "turn" and log[:second].count("turn") == len(tiny.model.encoder) + len(tiny.model.text) + 1
+    assert parts == 2 and log[:4] == ["turn", "mel", "inputs", "wait step"]
+    second = log.index("inputs", 3)                  # within its first slice's turn, after that turn's wait
+    assert log[second - 2:second] == ["turn", "wait step"]
+    assert log[:second].count("turn") == len(tiny.model.encoder) + len(tiny.model.text) + 1
     assert turned == whole
