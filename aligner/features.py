@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from engine.core.transfer import upload
 
 SAMPLE_RATE, N_FFT, HOP = 16000, 400, 160
+BUCKET_S = 1.0
 
 
 def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
@@ -84,11 +85,20 @@ def joined(audios: list[np.ndarray], pin: bool = False) -> torch.Tensor:
     return flat.pin_memory() if pin else flat
 
 
-def padded(audios: list[np.ndarray], device, staged: torch.Tensor | None = None) -> torch.Tensor:
+def padded(audios: list[np.ndarray], device, staged: torch.Tensor | None = None, rows: int = 0,
+           samples: int = 0) -> torch.Tensor:
+    """[max(rows, len(audios)), max(samples, longest)]: each audio, then zeros."""
     flat = upload(joined(audios) if staged is None else staged, device=device)
-    sizes = upload([len(a) for a in audios], device=device)
-    t = torch.arange(max(map(len, audios)), device=device)[None, :]
+    sizes = upload([len(a) for a in audios] + [0] * (rows - len(audios)), device=device)
+    t = torch.arange(max(samples, *map(len, audios)), device=device)[None, :]
     return flat[torch.where(t < sizes[:, None], (sizes.cumsum(0) - sizes)[:, None] + t, len(flat) - 1)]
+
+
+def shape_bucket(count: int, samples: int, rate: int) -> tuple[int, int]:
+    """A batch's rows (a power of two) and samples (whole BUCKET_S) for its features: the FFT's and the resampler's
+    plans, made once per shape for some milliseconds of host time, are then reused from batch to batch."""
+    step = int(BUCKET_S * rate)
+    return 1 << (count - 1).bit_length(), -(-samples // step) * step
 
 
 def mel_shape(samples: list[int], rate: int) -> tuple[list[int], int]:
@@ -98,17 +108,19 @@ def mel_shape(samples: list[int], rate: int) -> tuple[list[int], int]:
 
 def log_mels(audios: list[np.ndarray], rate: int, n_mels: int, device,
              staged: torch.Tensor | None = None) -> tuple[torch.Tensor, list[int]]:
-    """Mono float32 audios -> log-mel [batch, n_mels, frames] and each one's frame count."""
+    """Mono float32 audios -> log-mel [batch, n_mels, frames] and each one's frame count. Computed over a bucketed
+    shape (zero rows and samples past the audios'), which leaves each audio's frames as they are."""
+    rows, samples = shape_bucket(len(audios), max(map(len, audios)), rate)
     lengths = [resampled_length(len(a), rate) for a in audios]
-    n = upload(lengths, device=device)
-    x = resample(padded(audios, device, staged), rate)
+    n = upload(lengths + [resampled_length(samples, rate)] * (rows - len(audios)), device=device)
+    x = resample(padded(audios, device, staged, rows, samples), rate)
     valid = torch.arange(x.shape[1], device=device)[None, :] < n[:, None]
     x = x / (x.abs() * valid).amax(1, keepdim=True).clamp(min=1.0)
     x = x.clamp(-1.0, 1.0).gather(1, reflect_index(n, x.shape[1], N_FFT // 2))
     window = torch.hann_window(N_FFT, device=device)
     power = torch.stft(x, N_FFT, HOP, window=window, center=False, return_complex=True).abs() ** 2
     logs = torch.clamp(_filters(n_mels, device).T @ power, min=1e-10).log10()
-    frames = mel_shape([len(a) for a in audios], rate)[0]
+    frames, width = mel_shape([len(a) for a in audios], rate)
     live = torch.arange(logs.shape[-1], device=device)[None, :] < (n // HOP)[:, None]
     top = logs.masked_fill(~live[:, None], float("-inf")).amax((1, 2), keepdim=True)
-    return (torch.maximum(logs, top - 8.0) + 4.0) / 4.0, frames
+    return ((torch.maximum(logs, top - 8.0) + 4.0) / 4.0)[:len(audios), :, :width], frames
