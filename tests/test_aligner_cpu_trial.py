@@ -62,3 +62,20 @@ def test_a_dummy_aligner_can_answer_as_a_speaker_while_its_forward_runs():
     finally:
         service.close()
         engine.shutdown()
+
+
+def test_the_speakers_times_read_the_forward_but_do_not_repair_its_random_times(monkeypatch):
+    """The forward's classes are read as a trained model's are; the repair a random model's disordered times would
+    need (a trained model's in order skip it) is not run: the dummy's host work stays a trained model's."""
+    import aligner.align
+    from aligner import Aligner
+    from aligner.forward import Forward
+    from aligner.speaker_times import SpeakerTimes, said
+
+    reads, read = [], Forward.read
+    monkeypatch.setattr(Forward, "read", lambda self: reads.append(1) or read(self))
+    monkeypatch.setattr(aligner.align, "repair", lambda values: (_ for _ in ()).throw(AssertionError("repaired")))
+    speaker = SpeakerTimes(Aligner.load(dummy="tiny", device="cpu"))
+    items = [(np.zeros(24000, np.float32), ["one", "two"]), (np.zeros(2400, np.float32), [])]
+    assert speaker.align_units(items, 24000) == [said(["one", "two"], 1.0), said([], 0.1)]
+    assert reads == [1]
