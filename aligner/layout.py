@@ -1,4 +1,5 @@
 """A batch in fixed-size rows, indices built on the host, so CUDA graphs can replay it."""
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,8 @@ TEXT_TOKENS = 16384               # text rows x width of one forward with graphs
 
 
 def bucket(rows: int) -> int:
-    return next((b for b in ROWS if b >= rows), rows)
+    i = bisect_left(ROWS, rows)
+    return ROWS[i] if i < len(ROWS) else rows
 
 
 def text_width(longest: int) -> int:
@@ -20,8 +22,8 @@ def text_width(longest: int) -> int:
 
 def captured(rows: int, width: int | None = None) -> bool:
     """Whether the encoder's `rows` (or the text's rows x `width`) have CUDA graphs."""
-    return bucket(rows) in ROWS if width is None else \
-        bucket(rows) in ROWS and width in WIDTHS and bucket(rows) * width <= TEXT_TOKENS
+    return rows <= ROWS[-1] if width is None else \
+        rows <= ROWS[-1] and width in WIDTHS and bucket(rows) * width <= TEXT_TOKENS
 
 
 def window_chunks(frames: int) -> list[int]:
