@@ -66,8 +66,8 @@ class Fit:
         self.texts = {w: rows for w, rows in self.texts.items() if w >= length}
         for rows in self.texts.values():
             rows.add(length)
-        if self.fits or len(self.lengths) == 1:
-            return self.fits
+        if (fits := self.fits) or len(self.lengths) == 1:
+            return fits
         self.texts, self.lengths = saved[0], self.lengths[:-1]
         for rows, free, n in saved[1]:
             rows.free, rows.where = free, rows.where[:n]
