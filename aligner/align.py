@@ -133,15 +133,20 @@ class Aligner:
         while forward.left:
             whole = contextlib.nullcontext((len(forward.left), None))
             with turn(forward.left) if turn is not None else whole as (count, now), self._on_stream():
+                timed = self.stream is not None
+                beside = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed and \
+                    not forward.prepared else []
+                beside and beside[0].record()
                 forward.prepare()       # once, before the wait for the step: beside its tail, on the aligner's stream
-                marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if self.stream is not None else []
+                beside and beside[1].record()
+                marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed else []
                 if now is not None and now.after is not None:
                     self.stream.wait_event(now.after)
                 marks and marks[0].record()
                 forward.run(count)
                 marks and marks[1].record()
                 if now is not None:
-                    now.end(*reversed(marks))
+                    now.end(*reversed(marks), beside=beside or None)
         return Launched(len(items), todo, forward)
 
     def finish(self, launched: Launched) -> list[list[tuple[float, float]]]:

@@ -20,11 +20,15 @@ class Forward:
     def left(self) -> list[float]:
         return self.weights[self.done:]
 
+    @property
+    def prepared(self) -> bool:
+        return self.mel is not None or self.done > 0
+
     @torch.inference_mode()
     def prepare(self) -> None:
         """The mel and the first part's inputs, queued before the turn's wait for the step: its graphs alone then
         follow the step, and the device runs them without waiting on the host's launches."""
-        if self.mel is None and not self.done:
+        if not self.prepared:
             self._inputs(0)
 
     def _inputs(self, p: int) -> None:

@@ -52,7 +52,8 @@ def sync():
 
 class Span:
     """Stands in for the engine's turns in align_units: every slice in one turn, timed: the host's time before the
-    turn (layouts, ids, staging), and the device's between the turn's first and last kernel (CUDA events)."""
+    turn (layouts, ids, staging), and the device's between the turn's first and last kernel (CUDA events), with the
+    mel queued before it."""
 
     def __init__(self):
         self.t0, self.asked, self.marks = time.perf_counter(), None, []
@@ -60,8 +61,10 @@ class Span:
     @contextlib.contextmanager
     def __call__(self, weights):
         self.asked = self.asked or time.perf_counter()
-        end = lambda done=None, started=None: self.marks.append((started, done))
-        yield len(weights), types.SimpleNamespace(after=None, end=end)
+        yield len(weights), types.SimpleNamespace(after=None, end=self.end)
+
+    def end(self, done=None, started=None, beside=None) -> None:
+        self.marks += ([tuple(beside)] if beside else []) + [(started, done)]
 
     def device_ms(self) -> float:
         if not self.marks or self.marks[0][0] is None:

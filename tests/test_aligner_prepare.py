@@ -1,6 +1,6 @@
 """A batch's mel and its first part's inputs are queued at its first turn's start, before its wait for the engine's step
-(on the aligner's stream, beside the step's tail), so that what follows the step is the graphs alone; the words are
-those of a forward that makes them in its turns."""
+(on the aligner's stream, beside the step's tail), so that what follows the step is the graphs alone; their device time
+is the aligner's, counted with its turns'; the words are those of a forward that makes them in its turns."""
 import contextlib
 import types
 
@@ -29,7 +29,8 @@ class Turns:
     @contextlib.contextmanager
     def __call__(self, weights):
         self.log.append("turn")
-        yield 1, types.SimpleNamespace(after="step", end=lambda done=None, started=None: None)
+        yield 1, types.SimpleNamespace(after="step", end=lambda done=None, started=None, beside=None:
+                                       self.log.append("end" + " beside" * bool(beside)))
 
 
 class Stream:
@@ -64,6 +65,7 @@ def test_the_mel_and_the_first_inputs_come_before_the_first_turns_wait_for_the_s
     assert log[:4] == ["turn", "mel", "inputs", "wait step"]
     assert log.count("mel") == 1 and log.count("inputs") == 1       # one part: its inputs made once
     assert log.count("turn") == log.count("wait step") == tiny.slices
+    assert [e for e in log if e.startswith("end")] == ["end beside"] + ["end"] * (tiny.slices - 1)   # timed once
 
 
 @pytest.mark.slow
@@ -85,3 +87,32 @@ def test_a_later_parts_inputs_come_within_its_turn_and_the_words_are_unchanged(t
     assert log[second - 2:second] == ["turn", "wait step"]
     assert log[:second].count("turn") == len(tiny.model.encoder) + len(tiny.model.text) + 1
     assert turned == whole
+
+
+def test_the_work_queued_beside_the_step_counts_as_the_aligners_device_time():
+    """A turn of 5 ms after 2 ms of mel queued beside the step: the aligner's device time and learnt costs hold 7 ms;
+    the engine's plan reads the turn's 5 ms."""
+    from test_aligner_asked_turn import grant, serving
+    from turn_sim import Mark
+
+    class Beside:
+        slices = 1
+        turns = []
+
+        def launch_units(self, items, rate, turn):
+            with turn([1.0]) as (count, now):
+                self.turns.append(now)
+                now.end(Mark(0.005), Mark(0.0), beside=(Mark(-0.002), Mark(0.0)))
+            return [[(0.0, 0.1)] * len(units) for _, units in items]
+
+        def finish(self, launched):
+            return launched
+
+    aligner = Beside()
+    with serving(aligner) as (gate, service):
+        future = service.submit(np.zeros(24000, np.float32), ["a"])
+        grant(gate)
+        future.result(10)
+        assert abs(service.stats["device_seconds"] - 0.007) < 1e-9
+        assert abs(service.admission.device_s - 0.007) < 1e-9
+        assert abs(aligner.turns[0].seconds() - 0.005) < 1e-9

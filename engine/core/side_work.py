@@ -15,11 +15,15 @@ class Turn:
         self.gate, self.given, self.after = gate, given, after
         self.budget_s = budget_s
         self.done = self.started = None
+        self.beside = None                 # (start, end) events of its holder's work queued beside the step first
         self.ended = self.late = False
         # its holder took it; its work started queuing; the engine stopped waiting before that
         self.taken = self.begun = self.withdrawn = False
 
-    def end(self, done=None, started=None) -> None:
+    def end(self, done=None, started=None, beside=None) -> None:
+        """`beside`: events around the holder's work queued before the turn's wait for the step: its device time,
+        not the turn's (the step's plan counts only the turn's)."""
+        self.beside = self.beside or beside          # its gate ends it again, without events, once it is left
         self.gate._end(self, done, started)
 
     def timed(self) -> bool:
@@ -31,6 +35,10 @@ class Turn:
             return None
         self.done.synchronize()
         return self.started.elapsed_time(self.done) / 1000
+
+    def beside_seconds(self) -> float:
+        """The device time of the holder's work beside the step (read after seconds(): queued before the turn's)."""
+        return 0.0 if self.beside is None else self.beside[0].elapsed_time(self.beside[1]) / 1000
 
 
 class SideWork:
