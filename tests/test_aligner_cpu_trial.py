@@ -66,7 +66,7 @@ def test_a_dummy_aligner_can_answer_as_a_speaker_while_its_forward_runs():
 
 def test_the_speakers_times_read_the_forward_but_do_not_repair_its_random_times(monkeypatch):
     """The forward's classes are read as a trained model's are; the repair a random model's disordered times would
-    need (a trained model's in order skip it) is not run: the dummy's host work stays a trained model's."""
+    need (a trained model's in order skip it) is not run."""
     import aligner.align
     from aligner import Aligner
     from aligner.forward import Forward
