@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from aligner import Aligner, graphs, layout
 from aligner.audio_encoder import audio_tokens, chunk_tokens
 from aligner.features import mel_shape
-from aligner.layout import Fit, window_chunks
+from aligner.layout import Fit, largest_first, window_chunks
 from tests.graph_stand_in import stand_in_graphs
 
 ISSUE_MIX = [7.5] * 46 + [1.5, 1.5, 3.5, 1.5, 2.5, 2.5]     # 48 rows in arrival order, 49 largest first
@@ -100,13 +100,16 @@ def test_the_issues_mix_scaled_to_four_rows_runs_on_its_graphs(aligner, monkeypa
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.floats(0.05, 9.0), st.integers(1, 30)), min_size=1, max_size=8))
 @example([(1.0, 1), (9.0, 30)])                     # the plan checked must be of these units, not of as many "a"s
+@example([(1.0, 1), (1.0, 1), (9.0, 30)])           # planned largest first: the long job alone, eagerly
 def test_random_mixes_on_the_stand_in_graphs_equal_eager(aligner, monkeypatch, mix):
     items = [(audio(s, i), [f"w{k}" for k in range(n)]) for i, (s, n) in enumerate(mix)]
+    order = largest_first(list(range(len(mix))), [len(a) for a, _ in items])      # as align_units plans them
     with monkeypatch.context() as m:
         eager, captured, calls = align_on_stand_in(aligner, m, items)
-        layouts = aligner.model.plan(*jobs(aligner, [s for s, _ in mix], [units for _, units in items]))
+        layouts = aligner.model.plan(*jobs(aligner, [mix[i][0] for i in order], [items[i][1] for i in order]))
     assert captured == eager
-    assert not any(calls) or all(b - a == 1 for a, b, _ in layouts)    # eager: only a job alone beyond the graphs
+    eager_parts = [b - a for a, b, lay in layouts if not lay.captured]
+    assert any(calls) == bool(eager_parts) and all(n == 1 for n in eager_parts)   # eager: a job alone past the graphs
 
 
 def test_a_batch_is_packed_once(aligner, monkeypatch):
