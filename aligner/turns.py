@@ -47,11 +47,11 @@ class Turns:
         for it (it stops once the batch's host work outlasts the turn's spare time); else given back unused."""
         if self.asked is None:
             return None
-        (turn, stack), self.asked = self.asked, None
+        turn, stack = self.asked
         if cost_s > turn.budget_s or not self.side_work.begin(turn):
-            stack.close()
-            self.stats["turns_returned"] += turn.given
+            self.give_back()
             return None
+        self.asked = None
 
         @contextlib.contextmanager
         def held():
