@@ -214,7 +214,7 @@ class AlignmentService:
         self.stats["turns"] += len(taken)
         self.stats["jobs"] += len(flight.batch)
         self.stats["audio_seconds"] += audio_s
-        # a turn's time and its holder's work queued beside the step before it (a batch's mel): the aligner's cost
+        # a turn's time and the time its holder's work queued beside the step (a batch's mel) outlasted the step
         measured = [(seconds + t.beside_seconds(), gflop, n) for t, gflop, n in taken
                     if (seconds := t.seconds()) is not None]
         for seconds, _, _ in measured:

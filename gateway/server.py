@@ -31,7 +31,7 @@ ALIGNER_GAUGES = (
     ("tts_aligner_refused_behind_contexts", "aligner_refused_behind",
      "of those, refused because words came too late (the rest: no device time left), cumulative"),
     ("tts_aligner_device_seconds", "aligner_device_seconds",
-     "the aligner's device time (its turns, and each batch's mel queued beside a step before them), cumulative"),
+     "the aligner's device time (its turns, and where a batch's mel queued beside a step outlasted it), cumulative"),
     ("tts_aligner_turns", "aligner_turns", "turns the aligner took, cumulative"),
     ("tts_aligner_batches", "aligner_batches", "batches the aligner ran, cumulative"),
     ("tts_aligner_jobs", "aligner_jobs", "alignment jobs done, cumulative"),

@@ -35,10 +35,10 @@ class Turned:
         return launched
 
 
-def grant(gate: SideWork, budget_s: float = float("inf")) -> None:
-    """A turn as the engine gives one after a step, once the aligner asks."""
+def grant(gate: SideWork, budget_s: float = float("inf"), after=None) -> None:
+    """A turn as the engine gives one after a step (`after`: the step's end), once the aligner asks."""
     assert until(lambda: gate.wanted is not None)
-    gate.give(None, budget_s=budget_s)
+    gate.give(after, budget_s=budget_s)
 
 
 @contextlib.contextmanager

@@ -115,7 +115,11 @@ class EngineThread:
         self.step.audio.send(slack, heard_only=True)
         self.delivered()                            # those chunks go out before the turn, not after it
         self.runner.join_decode()
-        return torch.cuda.current_stream().record_event() if self.model.device.type == "cuda" else None
+        if self.model.device.type != "cuda":
+            return None
+        after = torch.cuda.Event(enable_timing=True)      # timed: side work queued beside the step is timed past it
+        after.record()
+        return after
 
     @staticmethod
     def _follow(done) -> None:
