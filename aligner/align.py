@@ -134,9 +134,11 @@ class Aligner:
             whole = contextlib.nullcontext((len(forward.left), None))
             with turn(forward.left) if turn is not None else whole as (count, now), self._on_stream():
                 timed = self.stream is not None
-                beside = torch.cuda.Event(enable_timing=True) if timed and not forward.prepared else None
+                beside = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed and \
+                    not forward.prepared else []
+                beside and beside[0].record()
                 forward.prepare()       # once, before the wait for the step: beside its tail, on the aligner's stream
-                beside and beside.record()
+                beside and beside[1].record()
                 marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed else []
                 if now is not None and now.after is not None:
                     self.stream.wait_event(now.after)
@@ -144,7 +146,7 @@ class Aligner:
                 forward.run(count)
                 marks and marks[1].record()
                 if now is not None:
-                    now.end(*reversed(marks), beside=beside)
+                    now.end(*reversed(marks), beside=beside or None)
         return Launched(len(items), todo, forward)
 
     def finish(self, launched: Launched) -> list[list[tuple[float, float]]]:

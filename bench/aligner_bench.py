@@ -56,18 +56,15 @@ class Span:
     mel queued before it."""
 
     def __init__(self):
-        self.t0, self.asked, self.marks, self.first = time.perf_counter(), None, [], None
+        self.t0, self.asked, self.marks = time.perf_counter(), None, []
 
     @contextlib.contextmanager
     def __call__(self, weights):
         self.asked = self.asked or time.perf_counter()
-        if self.first is None and torch.cuda.is_available():      # before the mel, which the first turn queues
-            self.first = torch.cuda.Event(enable_timing=True)
-            self.first.record()
         yield len(weights), types.SimpleNamespace(after=None, end=self.end)
 
     def end(self, done=None, started=None, beside=None) -> None:
-        self.marks += ([(self.first, beside)] if beside else []) + [(started, done)]
+        self.marks += ([tuple(beside)] if beside else []) + [(started, done)]
 
     def device_ms(self) -> float:
         if not self.marks or self.marks[0][0] is None:

@@ -90,11 +90,13 @@ def test_a_later_parts_inputs_come_within_its_turn_and_the_words_are_unchanged(t
     assert turned == whole
 
 
-@pytest.mark.parametrize("mel_end, counted", [(0.002, 0.002), (-0.001, 0.0)])
-def test_the_mel_counts_where_it_outlasts_the_step_it_was_queued_beside(mel_end, counted):
+@pytest.mark.parametrize("mel, after, counted", [((-0.003, 0.002), 0.0, 0.002), ((-0.003, -0.001), 0.0, 0.0),
+                                                  ((0.001, 0.003), 0.0, 0.002), ((-0.003, 0.002), None, 0.005)])
+def test_the_mel_counts_where_it_outlasts_the_step_it_was_queued_beside(mel, after, counted):
     """A turn of 5 ms after a mel queued beside the step: where the mel ends 2 ms past the step, the aligner's device
     time and learnt costs hold 7 ms; where it ends within the step's gaps, 5 (its span, waiting on a low-priority
-    stream for the step's kernels, is no measure of its work); the engine's plan reads the turn's 5 ms."""
+    stream for the step's kernels, is no measure of its work); where the device waited for the host to queue it after
+    the step, its span; after no step (an idle engine), its span. The engine's plan reads the turn's 5 ms."""
     from test_aligner_asked_turn import grant, serving
     from turn_sim import Mark
 
@@ -105,7 +107,8 @@ def test_the_mel_counts_where_it_outlasts_the_step_it_was_queued_beside(mel_end,
         def launch_units(self, items, rate, turn):
             with turn([1.0]) as (count, now):
                 self.turns.append(now)
-                now.end(Mark(max(mel_end, 0.0) + 0.005), Mark(max(mel_end, 0.0)), beside=Mark(mel_end))
+                start = max(mel[1], 0.0)
+                now.end(Mark(start + 0.005), Mark(start), beside=(Mark(mel[0]), Mark(mel[1])))
             return [[(0.0, 0.1)] * len(units) for _, units in items]
 
         def finish(self, launched):
@@ -114,7 +117,7 @@ def test_the_mel_counts_where_it_outlasts_the_step_it_was_queued_beside(mel_end,
     aligner = Beside()
     with serving(aligner) as (gate, service):
         future = service.submit(np.zeros(24000, np.float32), ["a"])
-        grant(gate, after=Mark(0.0))
+        grant(gate, after=None if after is None else Mark(after))
         future.result(10)
         assert abs(service.stats["device_seconds"] - 0.005 - counted) < 1e-9
         assert abs(service.admission.device_s - 0.005 - counted) < 1e-9

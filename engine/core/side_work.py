@@ -15,13 +15,13 @@ class Turn:
         self.gate, self.given, self.after = gate, given, after
         self.budget_s = budget_s
         self.done = self.started = None
-        self.beside = None                 # an event after its holder's work queued beside the step first
+        self.beside = None                 # (start, end) events of its holder's work queued beside the step first
         self.ended = self.late = False
         # its holder took it; its work started queuing; the engine stopped waiting before that
         self.taken = self.begun = self.withdrawn = False
 
     def end(self, done=None, started=None, beside=None) -> None:
-        """`beside`: an event after the holder's work queued before the turn's wait for the step (on its stream)."""
+        """`beside`: events around the holder's work queued before the turn's wait for the step (on its stream)."""
         self.beside = self.beside or beside          # its gate ends it again, without events, once it is left
         self.gate._end(self, done, started)
 
@@ -36,12 +36,15 @@ class Turn:
         return self.started.elapsed_time(self.done) / 1000
 
     def beside_seconds(self) -> float:
-        """How long the holder's work queued beside the step outlasted it, delaying the turn (read after seconds()).
-        Its span is no measure: on a low-priority stream it waits for the step's kernels; its share of the SMs within
-        the step is the step's own measured time."""
-        if self.beside is None or self.after is None:
+        """The device time of the holder's work queued beside the step (read after seconds()): where it outlasted the
+        step, at most its span (past the step's end the device may also have waited for the host to queue it); its
+        span alone waits, on a low-priority stream, for the step's kernels, whose time holds its share of the SMs.
+        After no step (an idle engine's turn), its span."""
+        if self.beside is None:
             return 0.0
-        return max(0.0, self.after.elapsed_time(self.beside) / 1000)
+        start, end = self.beside
+        span = start.elapsed_time(end) / 1000
+        return span if self.after is None else min(span, max(0.0, self.after.elapsed_time(end) / 1000))
 
 
 class SideWork:
