@@ -1,6 +1,7 @@
 """One context's word timestamps on an asyncio loop; a slow or failing aligner stops its words, never its audio; a
 full one refuses them before the first."""
 import asyncio
+from contextlib import suppress
 from typing import Awaitable, Callable
 
 import numpy as np
@@ -11,6 +12,8 @@ from engine.core.listener_clock import ListenerClock
 from .text import Word
 from .bargein import spoken_until
 from .stream import RATE, WordStream
+
+BARGE_IN_WAIT_S = 1.0      # a barge-in's answer waits at most this long for the words of the audio played
 
 
 class LiveWords:
@@ -23,6 +26,7 @@ class LiveWords:
         self.stream = WordStream(language, rate=rate)
         self.listener = ListenerClock(rate)
         self.failed = False
+        self.wanted_s: float | None = None       # a barge-in waits for the words up to here
         self.changed = asyncio.Event()           # new input for the stream
         self.progress = asyncio.Event()          # a job was applied, or alignment ended
         self.task = asyncio.create_task(self._run())
@@ -55,6 +59,23 @@ class LiveWords:
             self.progress.clear()
             await self.progress.wait()
 
+    def lags(self, played_s: float) -> bool:
+        """The words known end before `played_s`, and an alignment may still come."""
+        return not self.failed and not self.task.done() and played_s > self.stream.covered_s
+
+    async def heard(self, played_s: float) -> None:
+        """Until the words known cover `played_s`, the audio received aligned, ready or not (a barge-in's answer;
+        at most BARGE_IN_WAIT_S, or the aligner's timeout if shorter)."""
+        self.wanted_s = played_s
+        self.changed.set()
+        with suppress(TimeoutError):
+            await self.clock.wait_for(self._covered(played_s), min(BARGE_IN_WAIT_S, self.timeout))
+
+    async def _covered(self, played_s: float) -> None:
+        while self.wanted_s is not None and self.lags(played_s):
+            self.progress.clear()
+            await self.progress.wait()
+
     def spoken_until(self, played_ms: float) -> int | None:
         """The end of the last word heard by `played_ms` in the text added; None: unknown (alignment failed)."""
         return None if self.failed else spoken_until(self.stream.known_words(), played_ms / 1000)
@@ -73,8 +94,10 @@ class LiveWords:
                     await self.on_refused(refused)
                 return
             while True:
-                job = self.stream.job(self._played_s())
+                wants = self.wanted_s is not None and self.stream.covered_s < self.wanted_s
+                job = self.stream.job(self._played_s(), force=wants)
                 if job is None:
+                    self.wanted_s = None           # nothing more to align for a barge-in
                     self.progress.set()
                     self.changed.clear()
                     due = self.stream.due_in(self._played_s()) if self.listener.started else None

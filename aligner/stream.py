@@ -70,6 +70,7 @@ class WordStream:
         self.provisional: list[Word] = []    # the last alignment's unsettled words
         self.utterances = deque([_Utterance(0, 0.0)])   # head: being aligned; tail: receiving audio
         self.settled_char = 0                # end of the last settled word
+        self.covered_s = 0.0                 # the known words (settled and provisional) are all up to here
 
     def add_text(self, text: str) -> None:
         self.text += text
@@ -107,10 +108,11 @@ class WordStream:
         return u.length >= least and fresh >= max(self.step, u.length - fresh) and \
             (fresh >= self.batch or self.due_in(played_s) <= 0)
 
-    def job(self, played_s: float = 0.0) -> Job | None:
-        if not self.ready(played_s):
-            return None
+    def job(self, played_s: float = 0.0, force: bool = False) -> Job | None:
+        """`force`: a job for the audio come since the last one, ready or not (a barge-in's words)."""
         u = self.utterances[0]
+        if not (self.ready(played_s) or force and u.length >= MIN_SAMPLES and u.window + u.length > u.aligned):
+            return None
         final = u.text_end is not None
         start = max(self.settled_char, self.bounds[u.index - 1] if u.index else 0)
         end = u.text_end if final else self._text_end(u.index)
@@ -126,7 +128,7 @@ class WordStream:
                   self.margin if u.window >= self.opening else min(self.margin, GUARD))
         if final and (not units or u.length < MIN_SAMPLES):   # nothing to align: settle at once
             self.apply(job, [(0.0, 0.0)] * len(units))
-            return self.job(played_s)
+            return self.job(played_s, force)
         return job if units else None
 
     def apply(self, job: Job, spans: list[tuple[float, float]]) -> list[Word]:
@@ -141,6 +143,7 @@ class WordStream:
         settled, rest = words[:n], words[n:]
         self.words += settled
         self.provisional = [w for w in rest if w.end <= job.start + duration - GUARD]
+        self.covered_s = max(self.covered_s, job.start + duration - (0.0 if job.final else GUARD))
         if settled:
             self.settled_char = settled[-1].char_end
         if job.final:

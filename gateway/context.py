@@ -30,6 +30,7 @@ class Context:
             if gw.aligner is not None and settings.word_timestamps else None
         self.ended = False               # `end` received
         self.finished = False            # its last message is sent: no more audio
+        self.cancelling = False          # cancelled, its answer waiting for the words of the audio played
         self.seq = self.samples_sent = self.samples_generated = self.flushes = 0
         self.pending_chars = 0           # held against --max-pending-chars: its utterances not spoken yet
         self.last_activity = self.clock.monotonic()
@@ -84,6 +85,11 @@ class Context:
         self.finished = True
         if self.words:
             self.words.close()
+        self.stop_audio()
+
+    def stop_audio(self) -> None:
+        """No more audio or text: its engine requests end (a barge-in whose answer waits for its words)."""
+        self.ended = True
         for utterance in self.utterances:
             if utterance.stream:
                 utterance.stream.cancel()

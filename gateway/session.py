@@ -104,7 +104,7 @@ class Session:
     def _on_text(self, msg: p.Text) -> None:
         ctx = self.contexts.get(msg.context_id)
         if ctx:
-            return ctx.add_text(msg.text, msg.end)
+            return None if ctx.cancelling else ctx.add_text(msg.text, msg.end)   # sent before it saw `cancelled`
         if msg.context_id in self.finished_ids:
             raise p.ProtocolError(p.DUPLICATE_CONTEXT, "context_id was used before on this socket", msg.context_id)
         if self.gateway.draining:
@@ -124,7 +124,8 @@ class Session:
         ctx.task = asyncio.create_task(ctx.run())
 
     def _on_flush(self, msg: p.Flush | p.End) -> None:
-        self._existing(msg.context_id).close_utterance(msg)
+        if not (ctx := self._existing(msg.context_id)).cancelling:
+            ctx.close_utterance(msg)
 
     def _on_cancel(self, msg: p.Cancel) -> None:
         if msg.context_id == p.ALL_CONTEXTS:
@@ -134,7 +135,18 @@ class Session:
         else:
             targets = [self._existing(msg.context_id)]
         for ctx in targets:
-            self.finish(ctx, cancelled(ctx, msg.played_ms))
+            played_ms = msg.played_ms if msg.played_ms is not None else ctx.ms(ctx.samples_sent)
+            if ctx.cancelling:
+                continue                                           # its answer waits for its words already
+            if ctx.words and ctx.words.lags(played_ms / 1000):     # the audio stops now, its answer waits
+                ctx.stop_audio()
+                ctx.cancelling, ctx.task = True, asyncio.create_task(self._cancel_when_heard(ctx, played_ms))
+            else:
+                self.finish(ctx, cancelled(ctx, played_ms))
+
+    async def _cancel_when_heard(self, ctx: Context, played_ms: float) -> None:
+        await ctx.words.heard(played_ms / 1000)
+        self.finish(ctx, cancelled(ctx, played_ms))
 
     def _on_keepalive(self, msg: p.Keepalive) -> None:
         if msg.context_id is None:

@@ -206,3 +206,67 @@ def test_a_context_refused_at_its_first_text_leaves_no_alignment_task(server):
 
     before = running()
     asyncio.run(main())
+
+
+class HeldFirst(StandIn):
+    """The stand-in whose first batch with a unit 'one' waits for `release`: a context's words lag its audio."""
+
+    def align_units(self, items, sample_rate, turn=None):
+        if not self.stalled.is_set() and any("one" in units for _, units in items):
+            self.stalled.set()
+            self.release.wait(60)
+        return super().align_units(items, sample_rate, turn)
+
+
+def barge_in_lagging(release_after: float | None):
+    """A context's first second of audio received while its words are held; a cancel at 900 ms played, then more
+    text, a flush and a second cancel (ignored while the first's answer waits); the hold released `release_after` s
+    later (None: never). -> (messages before `cancelled`, cancelled, its wait in s)."""
+    aligner = HeldFirst()
+    srv = start_server(aligner)
+
+    async def run():
+        async with websockets.connect(srv.ws_url) as ws:
+            ready = p.parse_server(await ws.recv())
+            for msg in (p.Text("b", "one two three four five six seven eight", voice=ready.voices[0], seed=4),
+                        p.Flush("b")):
+                await ws.send(p.encode(msg))
+            got, samples = [], 0
+            while samples < 24000:
+                got.append(msg := p.parse_server(await asyncio.wait_for(ws.recv(), 30)))
+                samples += len(msg.data) // 2 if isinstance(msg, p.Audio) else 0
+            assert await asyncio.to_thread(aligner.stalled.wait, 30) and not words_of([(0, m) for m in got])
+            await ws.send(p.encode(p.Cancel("b", 900)))
+            sent = time.monotonic()
+            for msg in (p.Text("b", " nine"), p.Flush("b"), p.Cancel("b", 1200)):   # an LLM's tokens still coming
+                await ws.send(p.encode(msg))
+            if release_after is not None:
+                asyncio.get_running_loop().call_later(release_after, aligner.release.set)
+            while not isinstance(msg := p.parse_server(await asyncio.wait_for(ws.recv(), 30)), p.Cancelled):
+                got.append(msg)
+            return got, msg, time.monotonic() - sent
+    try:
+        return asyncio.run(run())
+    finally:
+        aligner.release.set()
+        srv.stop()
+
+
+def test_a_cancel_past_the_words_known_waits_for_the_words_of_the_audio_played():
+    """At the cancel no word is known (the aligner holds the context's first window): the audio stops, and the answer
+    comes once the audio received is aligned: the words played, not none."""
+    got, cancelled, waited = barge_in_lagging(0.3)
+    assert waited >= 0.3 and not [m for m in got if isinstance(m, p.Error)]
+    words = [Word(*x) for x in words_of([(0, m) for m in got])]         # those settled meanwhile, sent first
+    assert cancelled.played_ms == 900 and cancelled.spoken_until_char > 0
+    assert cancelled.spoken_text + cancelled.unspoken_text == "one two three four five six seven eight"
+    assert cancelled.spoken_text.endswith(tuple("one two three four five six seven eight".split()))
+    assert all(w.char_end <= cancelled.spoken_until_char for w in words if w.end <= 0.9)
+    assert all(w.char_start >= cancelled.spoken_until_char for w in words if w.start > 0.9)
+
+
+def test_a_cancel_whose_words_never_come_is_answered_after_its_wait_with_the_words_known():
+    from aligner.live import BARGE_IN_WAIT_S
+    got, cancelled, waited = barge_in_lagging(None)
+    assert BARGE_IN_WAIT_S <= waited < BARGE_IN_WAIT_S + 5
+    assert (cancelled.spoken_text, cancelled.spoken_until_char) == ("", 0)       # audio past the words known: none

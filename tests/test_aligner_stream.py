@@ -392,3 +392,25 @@ def test_a_jobs_audio_stays_as_it_was_while_more_arrives_and_the_window_moves():
     assert np.array_equal(job.audio, seen)
     cut = round(words[-1].end * 24000)
     assert np.array_equal(stream.job().audio, np.concatenate(pieces)[cut:])
+
+
+def test_a_forced_job_aligns_the_audio_come_since_the_last_one_and_the_words_known_cover_it():
+    """A barge-in's answer: a job for the audio received, ready or not; the known words then cover its audio up to
+    GUARD before its end (all of it once final), and with no new audio there is nothing to force."""
+    from aligner.stream import GUARD
+    stream = WordStream("english")
+    stream.add_text("one two three four")
+    stream.add_audio(np.zeros(7200, np.float32))                       # 0.3 s: short of the opening's 0.5 s
+    assert stream.job() is None and stream.covered_s == 0.0
+    job = stream.job(force=True)
+    assert job is not None and len(job.audio) == 7200
+    stream.apply(job, [(0.0, 0.05), (0.06, 0.1), (0.3, 0.3), (0.3, 0.3)])
+    assert abs(stream.covered_s - (0.3 - GUARD)) < 1e-9
+    assert [w.word for w in stream.known_words()] == ["one", "two"]
+    assert stream.job(force=True) is None                              # nothing new came
+    stream.add_audio(np.zeros(2400, np.float32))
+    stream.close_utterance()
+    stream.end_audio()
+    job = stream.job()
+    stream.apply(job, [(0.0, 0.1), (0.12, 0.2)])
+    assert abs(stream.covered_s - (job.start + len(job.audio) / 24000)) < 1e-9
