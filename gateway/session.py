@@ -135,14 +135,14 @@ class Session:
         else:
             targets = [self._existing(msg.context_id)]
         for ctx in targets:
-            played_ms = msg.played_ms if msg.played_ms is not None else ctx.ms(ctx.samples_sent)
             if ctx.cancelling:
                 continue                                           # its answer waits for its words already
-            if ctx.words and ctx.words.lags(played_ms / 1000):     # the audio stops now, its answer waits
+            # a position the client gives, past the words aligned: the audio stops now, the answer waits for them
+            if msg.played_ms is not None and ctx.words and ctx.words.lags(msg.played_ms / 1000):
                 ctx.stop_audio()
-                ctx.cancelling, ctx.task = True, asyncio.create_task(self._cancel_when_heard(ctx, played_ms))
+                ctx.cancelling, ctx.task = True, asyncio.create_task(self._cancel_when_heard(ctx, msg.played_ms))
             else:
-                self.finish(ctx, cancelled(ctx, played_ms))
+                self.finish(ctx, cancelled(ctx, msg.played_ms))
 
     async def _cancel_when_heard(self, ctx: Context, played_ms: float) -> None:
         await ctx.words.heard(played_ms / 1000)
