@@ -109,7 +109,7 @@ class Session:
             raise p.ProtocolError(p.DUPLICATE_CONTEXT, "context_id was used before on this socket", msg.context_id)
         if self.gateway.draining:
             raise p.ProtocolError(p.SHUTTING_DOWN, "the server is shutting down", msg.context_id)
-        if len(self.contexts) >= self.gateway.config.max_contexts_per_socket:
+        if len(self.contexts) - self.cancelling() >= self.gateway.config.max_contexts_per_socket:
             raise p.ProtocolError(p.TOO_MANY_CONTEXTS, f"at most {self.gateway.config.max_contexts_per_socket} "
                                                        "open contexts per socket", msg.context_id)
         ctx = Context(self, msg)
@@ -137,16 +137,27 @@ class Session:
         for ctx in targets:
             if ctx.cancelling:
                 continue                                           # its answer waits for its words already
+            answer = cancelled(ctx, msg.played_ms)
             # a position the client gives, past the words aligned: the audio stops now, the answer waits for them
-            if msg.played_ms is not None and ctx.words and ctx.words.lags(msg.played_ms / 1000):
+            if msg.played_ms is not None and ctx.words and ctx.words.lags(msg.played_ms / 1000) and \
+                    self.cancelling() < self.gateway.config.max_contexts_per_socket:
                 ctx.stop_audio()
-                ctx.cancelling, ctx.task = True, asyncio.create_task(self._cancel_when_heard(ctx, msg.played_ms))
+                ctx.touch()                                        # its wait is not idleness
+                ctx.cancelling, ctx.task = True, asyncio.create_task(self._cancel_when_heard(ctx, answer))
             else:
-                self.finish(ctx, cancelled(ctx, msg.played_ms))
+                self.finish(ctx, answer)
 
-    async def _cancel_when_heard(self, ctx: Context, played_ms: float) -> None:
-        await ctx.words.heard(played_ms / 1000)
-        self.finish(ctx, cancelled(ctx, played_ms))
+    def cancelling(self) -> int:
+        return sum(ctx.cancelling for ctx in self.contexts.values())
+
+    async def _cancel_when_heard(self, ctx: Context, answer: p.Cancelled) -> None:
+        """`answer`: from the words known at the cancel, sent if the alignment fails meanwhile."""
+        try:
+            await ctx.words.heard(answer.played_ms / 1000)
+            self.finish(ctx, answer if ctx.words.failed else cancelled(ctx, answer.played_ms))
+        except Exception:
+            log.exception("context %s: its cancel's answer failed", ctx.id)
+            self.fail(ctx, p.INTERNAL, "the cancel's answer failed; the context is stopped")
 
     def _on_keepalive(self, msg: p.Keepalive) -> None:
         if msg.context_id is None:

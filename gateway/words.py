@@ -16,6 +16,8 @@ def context_words(ctx, service, timeout: float) -> LiveWords:
                                             [a for a, _ in spans], [b for _, b in spans]))
 
     async def unavailable(reason: str) -> None:
+        if ctx.cancelling:                   # its audio has stopped: its answer holds the words known
+            return
         log.warning("context %s: word alignment unavailable (%s)", ctx.id, reason)
         ctx.session.send_event(ctx, p.Error(p.ALIGNMENT_UNAVAILABLE, f"word timestamps are unavailable for this "
                                                   f"context ({reason}); its audio continues", False, ctx.id))

@@ -18,9 +18,9 @@ from qwen_tts_client import protocol as p
 from stand_in_aligner import StandIn
 
 
-def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0):
+def start_server(aligner, clock=REAL_CLOCK, aligner_timeout=30.0, max_contexts=4):
     engine = Engine.load(dummy="tiny", device="cpu", max_active=4).start()
-    config = GatewayConfig(max_contexts_per_socket=4, max_frames=20, aligner_timeout=aligner_timeout,
+    config = GatewayConfig(max_contexts_per_socket=max_contexts, max_frames=20, aligner_timeout=aligner_timeout,
                            context_timeout=600, limits=Limits(max_outbound_seconds=600))   # past a fake clock's leaps
     return ServerThread(engine, config, aligner=aligner, clock=clock).start()
 
@@ -209,21 +209,29 @@ def test_a_context_refused_at_its_first_text_leaves_no_alignment_task(server):
 
 
 class HeldFirst(StandIn):
-    """The stand-in whose first batch with a unit 'one' waits for `release`: a context's words lag its audio."""
+    """The stand-in whose first batch with a unit 'one' waits for `release` (then fails if `fails`): a context's
+    words lag its audio."""
+
+    def __init__(self, fails: bool = False):
+        super().__init__()
+        self.fails = fails
 
     def align_units(self, items, sample_rate, turn=None):
         if not self.stalled.is_set() and any("one" in units for _, units in items):
             self.stalled.set()
             self.release.wait(60)
+            if self.fails:
+                raise RuntimeError("held, then failed")
         return super().align_units(items, sample_rate, turn)
 
 
-def barge_in_lagging(release_after: float | None):
+def barge_in_lagging(release_after: float | None, fails: bool = False):
     """A context's first second of audio received while its words are held; a cancel at 900 ms played, then more
     text, a flush and a second cancel (ignored while the first's answer waits); the hold released `release_after` s
-    later (None: never). -> (messages before `cancelled`, cancelled, its wait in s)."""
-    aligner = HeldFirst()
-    srv = start_server(aligner)
+    later (None: never), then the next turn started on the socket's one context allowed. -> (messages before
+    `cancelled`, cancelled, its wait in s)."""
+    aligner = HeldFirst(fails)
+    srv = start_server(aligner, max_contexts=1)
 
     async def run():
         async with websockets.connect(srv.ws_url) as ws:
@@ -238,13 +246,20 @@ def barge_in_lagging(release_after: float | None):
             assert await asyncio.to_thread(aligner.stalled.wait, 30) and not words_of([(0, m) for m in got])
             await ws.send(p.encode(p.Cancel("b", 900)))
             sent = time.monotonic()
-            for msg in (p.Text("b", " nine"), p.Flush("b"), p.Cancel("b", 1200)):   # an LLM's tokens still coming
+            for msg in (p.Text("b", " nine"), p.Flush("b"), p.Cancel("b", 1200),   # an LLM's tokens still coming
+                        p.Text("n", "the next turn", voice=ready.voices[0], seed=5, end=True)):
                 await ws.send(p.encode(msg))
             if release_after is not None:
                 asyncio.get_running_loop().call_later(release_after, aligner.release.set)
             while not isinstance(msg := p.parse_server(await asyncio.wait_for(ws.recv(), 30)), p.Cancelled):
                 got.append(msg)
-            return got, msg, time.monotonic() - sent
+            answer, waited, rest = msg, time.monotonic() - sent, []
+            aligner.release.set()                                   # the next turn's words are not held
+            while not p.ends_context(msg := p.parse_server(await asyncio.wait_for(ws.recv(), 30))):
+                rest.append(msg)
+            assert isinstance(msg, p.Done) and msg.context_id == "n" and msg.audio_ms > 0
+            assert not [m for m in got + rest if m.context_id == "n" and isinstance(m, p.Error) and p.ends_context(m)]
+            return [m for m in got if m.context_id == "b"], answer, waited
     try:
         return asyncio.run(run())
     finally:
@@ -270,3 +285,9 @@ def test_a_cancel_whose_words_never_come_is_answered_after_its_wait_with_the_wor
     got, cancelled, waited = barge_in_lagging(None)
     assert BARGE_IN_WAIT_S <= waited < BARGE_IN_WAIT_S + 5
     assert (cancelled.spoken_text, cancelled.spoken_until_char) == ("", 0)       # audio past the words known: none
+
+
+def test_a_cancel_whose_alignment_fails_meanwhile_is_answered_from_the_words_known_at_the_cancel():
+    got, cancelled, waited = barge_in_lagging(0.2, fails=True)
+    assert waited >= 0.2 and not [m for m in got if isinstance(m, p.Error)]      # no alignment_unavailable
+    assert (cancelled.spoken_text, cancelled.spoken_until_char) == ("", 0)
