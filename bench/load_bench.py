@@ -73,6 +73,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--drain-timeout", type=float, default=120.0, help="after the window: the most to wait for "
                                                                          "its contexts to end (then: unfinished)")
     ap.add_argument("--idle-timeout", type=float, default=60.0, help="a context silent this long: client_timeout")
+    ap.add_argument("--barge-in-ms", type=float, default=0.0, help="each context cancelled (with played_ms) once a "
+                    "real-time player from its first chunk played this much: the `cancelled` answer's time is reported")
     ap.add_argument("--min-chars", type=int, default=20)
     ap.add_argument("--max-chars", type=int, default=500)
     ap.add_argument("--voice")
@@ -111,7 +113,8 @@ def client_jobs(args, level: dict, ws_base: str, texts: list[str]) -> list[Clien
                    word_timestamps=level["word_timestamps"],
                    text_layout=None if level["text_layout"] == "auto" else level["text_layout"])
     speech = Speech({k: v for k, v in options.items() if v is not None}, args.stream_chars if streamed else 0,
-                    args.stream_ms, args.idle_timeout, lang if streamed else None, tuple(args.piece_ms), args.pieces)
+                    args.stream_ms, args.idle_timeout, lang if streamed else None, tuple(args.piece_ms), args.pieces,
+                    args.barge_in_ms)
     share = [dict(concurrency=level["value"] // n + (i < level["value"] % n)) if closed else
              dict(rate=level["value"] / n) for i in range(n)]
     dialect = level["dialect"]

@@ -44,8 +44,8 @@ class Ours:
     def end(self, cid: str) -> list[str]:
         return [p.encode(p.End(cid))]
 
-    def cancel(self, cid: str) -> list[str]:
-        return [p.encode(p.Cancel(cid))]
+    def cancel(self, cid: str, played_ms: float | None = None) -> list[str]:
+        return [p.encode(p.Cancel(cid, played_ms))]
 
     def decode(self, frame: str | bytes) -> list[p.ServerMessage]:
         return [p.unpack_audio(frame) if isinstance(frame, bytes) else p.parse_server(frame)]
@@ -81,7 +81,7 @@ class Cartesia(Dialect):
     def end(self, cid: str) -> list[str]:
         return [self._request(cid, "", False)]
 
-    def cancel(self, cid: str) -> list[str]:
+    def cancel(self, cid: str, played_ms: float | None = None) -> list[str]:
         return [json.dumps({"context_id": cid, "cancel": True})]
 
     def decode(self, frame: str | bytes) -> list[p.ServerMessage]:
@@ -110,7 +110,7 @@ class ElevenLabs(Dialect):
     def end(self, cid: str) -> list[str]:
         return [json.dumps({"context_id": cid, "flush": True}), json.dumps({"context_id": cid, "close_context": True})]
 
-    def cancel(self, cid: str) -> list[str]:
+    def cancel(self, cid: str, played_ms: float | None = None) -> list[str]:
         return [json.dumps({"context_id": cid, "close_context": True})] * 2      # a second close stops it at once
 
     def decode(self, frame: str | bytes) -> list[p.ServerMessage]:

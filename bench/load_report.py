@@ -47,7 +47,8 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
     """`level` (its load and kind of text) with the totals over the contexts that started in the window."""
     contexts = [c for r in results for c in r["contexts"]]          # (StreamRecord, end code, words error code)
     completed = [record for record, code, _ in contexts if code is None]
-    errors = Counter(code for _, code, _ in contexts if code is not None)
+    barged = [record for record, code, _ in contexts if code == "cancelled" and record.cancel_answer_s is not None]
+    errors = Counter(code for record, code, _ in contexts if code is not None and record.cancel_answer_s is None)
     for r in results:
         errors.update({f"no_context:{code}": n for code, n in r["stray_errors"].items()})
     row = dict(name=level_name(level), **level, contexts=len(contexts), completed=len(completed),
@@ -69,6 +70,11 @@ def level_row(level: dict, results: list[dict], duration: float) -> dict:
                    words_late_share=float(np.mean(np.array(leads) < 0)))
         late, opening, with_last = np.sum([record.late_words() for record in completed], axis=0)
         row.update(words_late_opening=int(opening), words_late_with_last=int(with_last), words_late=int(late))
+    if barged:
+        answers = np.array([r.cancel_answer_s for r in barged]) * 1000
+        row.update(barge_ins=len(barged), cancel_answer_p50_ms=float(np.percentile(answers, 50)),
+                   cancel_answer_p99_ms=float(np.percentile(answers, 99)),
+                   spoken_unknown=sum(not r.spoken_known for r in barged))
     health = [r["health"] for r in results]
     row.update(sockets=sum(r["sockets"] for r in results), client_cpu_max=max(h["cpu"] for h in health),
                client_lag_p99_ms_max=max(h["lag_p99_ms"] for h in health),
@@ -94,6 +100,9 @@ def level_line(row: dict) -> str:
         line += (f" | words lead p50 {row['word_lead_p50_s']:.2f} p1 {row['word_lead_p1_s']:.2f} s, "
                  f"{100 * row['words_late_share']:.2f}% late ({row['words_late_opening']} of {row['words_late']} among a "
                  f"context's first three, {row['words_late_with_last']} with its last words)")
+    if "barge_ins" in row:
+        line += (f" | {row['barge_ins']} barge-ins: cancelled after p50/99 {row['cancel_answer_p50_ms']:.0f} "
+                 f"{row['cancel_answer_p99_ms']:.0f} ms, {row['spoken_unknown']} without a spoken split")
     line += f" | client cpu {100 * row['client_cpu_max']:3.0f}% lag p99 {row['client_lag_p99_ms_max']:.1f} ms"
     return line + (" | CLIENT SATURATED: not the server's numbers" if row["client_saturated"] else "")
 

@@ -4,6 +4,7 @@ import itertools
 import random
 import time
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 import websockets
@@ -25,6 +26,7 @@ class Speech:
     lang: str | None = None  # streamed as an LLM writes this language (bench/languages.py), every piece_ms apart
     piece_ms: tuple[float, float] = (20.0, 30.0)
     pieces: str = "chars"    # with lang: "tokens", a Qwen LLM's tokens (bench/languages.py)
+    barge_in_ms: float = 0.0  # each context cancelled once a player from its first chunk played this much (0: never)
 
     def timed_pieces(self, text: str, rng: random.Random) -> list[tuple[float, str]]:
         """(seconds after the first piece, piece)."""
@@ -54,6 +56,7 @@ class Context:
         self.words_error: str | None = None              # alignment_unavailable or words_refused
         self.words_reason = ""                           # its message
         self.next_offset, self.last_message = 0, time.perf_counter()
+        self.cancel_sent: float | None = None
         self.ended = asyncio.get_running_loop().create_future()
 
     def finish(self, code: str | None) -> None:
@@ -110,6 +113,7 @@ class LoadSocket:
         then `end`; returns once the context has ended."""
         pieces = speech.timed_pieces(text, random.Random(f"{ctx.id}{text}"))
         whole = not speech.stream_chars
+        barge = asyncio.create_task(self._barge_in(ctx, speech.barge_in_ms)) if speech.barge_in_ms else None
         try:
             ctx.record.submitted = start = time.perf_counter()
             for i, (at, piece) in enumerate(pieces):
@@ -130,7 +134,21 @@ class LoadSocket:
             ctx.finish("socket_closed")
         finally:
             self.contexts.pop(ctx.id, None)
+            if barge is not None:
+                barge.cancel()
         return ctx
+
+    async def _barge_in(self, ctx: Context, played_ms: float) -> None:
+        """Cancels `ctx` once a real-time player from its first chunk has played `played_ms`, unless it ended."""
+        while not ctx.record.arrivals and not ctx.ended.done():
+            await asyncio.sleep(0.005)
+        if not ctx.ended.done():
+            await asyncio.sleep(ctx.record.arrivals[0] + played_ms / 1000 - time.perf_counter())
+        if not ctx.ended.done():
+            ctx.cancel_sent = time.perf_counter()
+            with suppress(websockets.ConnectionClosed):
+                for frame in self.wire.cancel(ctx.id, played_ms):
+                    await self.ws.send(frame)
 
     async def _read(self) -> None:
         try:
@@ -169,6 +187,9 @@ class LoadSocket:
         elif isinstance(msg, p.Done):
             ctx.finish(None if ctx.record.arrivals else "no_audio")
         elif isinstance(msg, p.Cancelled):
+            if ctx.cancel_sent is not None:
+                ctx.record.cancel_answer_s = now - ctx.cancel_sent
+                ctx.record.spoken_known = msg.spoken_until_char is not None
             ctx.finish("cancelled")
 
     async def close(self) -> None:

@@ -16,6 +16,8 @@ class StreamRecord:
     chars: int = 0
     rate: int = SAMPLE_RATE                               # samples per second
     words: list[tuple[float, float]] = field(default_factory=list)   # per word: (arrival, end in s of the audio)
+    cancel_answer_s: float | None = None                  # a barge-in: its cancel to `cancelled`
+    spoken_known: bool | None = None                      # its `cancelled` held the spoken split
 
     @property
     def ttfa(self) -> float:

@@ -146,3 +146,19 @@ def test_a_ramp_past_the_warm_up_is_refused_before_any_load(capsys):
     assert parse_args(url + ["--concurrency", "1", "--warmup", "2", "--ramp", "0"]).ramp == 0
     assert parse_args(url + ["--concurrency", "1024", "--burst", "--ramp", "1", "--warmup", "0"]).burst
     assert parse_args(url + ["--rate", "20", "--warmup", "2"]).rate == [20.0]
+
+
+def test_barge_ins_report_when_cancelled_answers(tmp_path):
+    """Each context cancelled with played_ms 200 once its player got there: every `cancelled` timed and holding the
+    spoken split (words on), none counted as an error."""
+    server = ServeProcess(SERVE + " --dummy-aligner tiny", tmp_path / "own-serve.log")
+    try:
+        server.wait_ready(120)
+        subprocess.run([sys.executable, "bench/load_bench.py", *SHORT, "--url", server.url.replace("http", "ws", 1),
+                        "--concurrency", "2", "--text", "streamed", "--word-timestamps", "on", "--barge-in-ms", "200",
+                        "--out", str(tmp_path)], cwd=ROOT, check=True, timeout=120)
+    finally:
+        assert server.stop() == 0
+    [row] = json.loads((tmp_path / "load_bench.json").read_text())["levels"]
+    assert row["barge_ins"] > 0 and row["errors"] == {} and row["spoken_unknown"] == 0
+    assert 0 <= row["cancel_answer_p50_ms"] <= row["cancel_answer_p99_ms"]
