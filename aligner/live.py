@@ -55,7 +55,11 @@ class LiveWords:
             self.changed.set()
 
     async def settled(self) -> None:
-        while self.stream.owes_words and not (self.failed or self.task.done()):
+        await self._until(lambda: not self.stream.owes_words)
+
+    async def _until(self, done: Callable[[], bool]) -> None:
+        """Waits for `done()`, checked at each applied job, or for alignment to end."""
+        while not (done() or self.failed or self.task.done()):
             self.progress.clear()
             await self.progress.wait()
 
@@ -69,12 +73,8 @@ class LiveWords:
         self.wanted_s = played_s
         self.changed.set()
         with suppress(TimeoutError):
-            await self.clock.wait_for(self._covered(played_s), min(BARGE_IN_WAIT_S, self.timeout))
-
-    async def _covered(self, played_s: float) -> None:
-        while self.wanted_s is not None and self.lags(played_s):
-            self.progress.clear()
-            await self.progress.wait()
+            await self.clock.wait_for(self._until(lambda: self.wanted_s is None or not self.lags(played_s)),
+                                      min(BARGE_IN_WAIT_S, self.timeout))
 
     def spoken_until(self, played_ms: float) -> int | None:
         """The end of the last word heard by `played_ms` in the text added; None: unknown (alignment failed)."""
@@ -94,8 +94,7 @@ class LiveWords:
                     await self.on_refused(refused)
                 return
             while True:
-                wants = self.wanted_s is not None and self.stream.covered_s < self.wanted_s
-                job = self.stream.job(self._played_s(), force=wants)
+                job = self.stream.job(self._played_s(), force=self.wanted_s is not None and self.lags(self.wanted_s))
                 if job is None:
                     self.wanted_s = None           # nothing more to align for a barge-in
                     self.progress.set()
