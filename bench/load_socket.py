@@ -58,6 +58,7 @@ class Context:
         self.next_offset, self.last_message = 0, time.perf_counter()
         self.cancel_sent: float | None = None
         self.ended = asyncio.get_running_loop().create_future()
+        self.heard = asyncio.get_running_loop().create_future()     # its first chunk came
 
     def finish(self, code: str | None) -> None:
         if not self.ended.done():
@@ -140,8 +141,7 @@ class LoadSocket:
 
     async def _barge_in(self, ctx: Context, played_ms: float) -> None:
         """Cancels `ctx` once a real-time player from its first chunk has played `played_ms`, unless it ended."""
-        while not ctx.record.arrivals and not ctx.ended.done():
-            await asyncio.sleep(0.005)
+        await asyncio.wait((ctx.ended, ctx.heard), return_when=asyncio.FIRST_COMPLETED)
         if not ctx.ended.done():
             await asyncio.sleep(ctx.record.arrivals[0] + played_ms / 1000 - time.perf_counter())
         if not ctx.ended.done():
@@ -174,6 +174,8 @@ class LoadSocket:
                 return ctx.finish("sample_gap")          # the stream lost or repeated audio: a server bug
             ctx.next_offset += samples
             ctx.record.arrivals.append(now)
+            if not ctx.heard.done():
+                ctx.heard.set_result(None)
             ctx.record.samples.append(samples)
             if self.tally.start <= now < self.tally.end:
                 self.tally.audio_s += samples / self.rate
